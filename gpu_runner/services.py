@@ -1,0 +1,250 @@
+"""The runner's side of flow 2: claim, evaluate in a sandboxed child, store, finish, notify.
+
+No database transaction is open while candidate code runs; the only writes during the run are
+short progress updates and lease extensions.
+"""
+
+import logging
+import secrets
+import threading
+import time
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from evaluation.harness import sandbox
+from evaluation.models import Baseline, Evaluation, Runner
+from kbsite.live import publish, submission_group
+from leaderboard.services import board_refresh_for
+from submissions.models import Submission
+from submissions.selectors import submission_status_payload
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 60
+LEASE_RENEW_EVERY = 10
+PROGRESS_SAVE_EVERY = 0.5  # seconds between progress writes, so a fast kernel cannot flood
+
+
+def evaluate_submission(*, submission_id: int, runner_name: str) -> str:
+    """Evaluate one submission if this worker wins the claim; returns what happened."""
+    submission = Submission.objects.select_related("problem", "problem_version", "hardware").get(
+        pk=submission_id
+    )
+    if _stop_if_poison(submission):
+        return "stopped: killed its runners too often"
+    if not submission.claim(runner_name=runner_name, lease_seconds=LEASE_SECONDS):
+        return "not claimed"
+    Runner.objects.filter(name=runner_name).update(current_submission_id=submission.pk)
+    _publish_status(submission)
+    try:
+        result = _run_in_sandbox(submission, runner_name=runner_name)
+        evaluation = _store_result(submission, result, runner_name=runner_name)
+    finally:
+        Runner.objects.filter(name=runner_name).update(current_submission_id=None)
+    return evaluation.verdict if evaluation else "already stored"
+
+
+def _stop_if_poison(submission: Submission) -> bool:
+    """A submission whose earlier claims all died with their runner is stopped, not retried."""
+    if submission.attempts < settings.SUBMISSION_MAX_ATTEMPTS:
+        return False
+    now = timezone.now()
+    stoppable = Q(status=Submission.Status.QUEUED) | Q(
+        status=Submission.Status.RUNNING, lease_expires_at__lt=now
+    )
+    with transaction.atomic():
+        stopped = Submission.objects.filter(stoppable, pk=submission.pk).update(
+            status=Submission.Status.FINISHED,
+            verdict=Evaluation.Verdict.RUNNER_CRASH,
+            finished_at=now,
+            lease_expires_at=None,
+        )
+        if not stopped:
+            return False
+        Evaluation.objects.get_or_create(
+            submission=submission,
+            purpose=Evaluation.Purpose.SUBMISSION,
+            attempt=submission.attempts,
+            defaults={
+                "hardware_id": submission.hardware_id,
+                "problem_version_id": submission.problem_version_id,
+                "verdict": Evaluation.Verdict.RUNNER_CRASH,
+                "error": (
+                    f"The runner evaluating this submission died {submission.attempts} times; "
+                    "it was stopped so the queue behind it keeps moving."
+                ),
+                "source_hash": submission.source_hash,
+            },
+        )
+        submission.refresh_from_db()
+        _publish_status(submission)
+    return True
+
+
+def build_job(submission: Submission) -> dict:
+    problem = submission.problem
+    hardware = submission.hardware
+    device = "cpu" if hardware.kind == hardware.Kind.CPU else "cuda"
+    return {
+        "mode": "evaluate",
+        "reference_source": submission.problem_version.source,
+        "candidate_source": submission.source,
+        "backend": submission.backend,
+        "precision": submission.precision,
+        "atol": problem.atol,
+        "rtol": problem.rtol,
+        "device": device,
+        # Chosen here, per evaluation, and shown to the submitter only afterwards.
+        "seed": secrets.randbits(62),
+        "n_trials": 5,
+        "build_dir": str(settings.BUILD_CACHE_DIR),
+        "time_limit_s": settings.EVALUATION_TIME_LIMIT,
+    }
+
+
+class _LeaseKeeper(threading.Thread):
+    """Extends the claim while the child runs, so only a dead runner's claim expires."""
+
+    def __init__(self, submission: Submission, runner_name: str) -> None:
+        super().__init__(daemon=True)
+        self.submission = submission
+        self.runner_name = runner_name
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(LEASE_RENEW_EVERY):
+            try:
+                self.submission.extend_lease(
+                    runner_name=self.runner_name, lease_seconds=LEASE_SECONDS
+                )
+            except Exception:  # a briefly locked database; the next beat tries again
+                log.exception("could not extend the lease of %s", self.submission.pk)
+
+
+def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
+    last_saved = 0.0
+
+    def on_event(event: dict) -> None:
+        nonlocal last_saved
+        now = time.monotonic()
+        if event.get("type") == "phase" or now - last_saved >= PROGRESS_SAVE_EVERY:
+            last_saved = now
+            Submission.objects.filter(pk=submission.pk).update(progress=event)
+            submission.progress = event
+            payload = submission_status_payload(submission)
+            publish(submission_group(submission.pk), {"type": "progress", **payload})
+
+    keeper = _LeaseKeeper(submission, runner_name)
+    keeper.start()
+    job = build_job(submission)
+    started = time.monotonic()
+    try:
+        result = sandbox.run_job(job, on_event=on_event)
+    except Exception as error:  # the harness itself failed: say so, never lose the submission
+        log.exception("harness failed on submission %s", submission.pk)
+        result = {"verdict": "harness_error", "correct": False, "error": str(error)}
+    finally:
+        keeper.stopped.set()
+    result.setdefault("seeds", {"seed": job["seed"]})
+    result.setdefault("phases", {})["wall"] = time.monotonic() - started
+    return result
+
+
+def _baseline_speedup(submission: Submission, mode: str, candidate_ms: float | None):
+    if not candidate_ms:
+        return None
+    baseline = Baseline.objects.filter(
+        problem_id=submission.problem_id, hardware_id=submission.hardware_id, mode=mode
+    ).first()
+    return baseline.median_ms / candidate_ms if baseline else None
+
+
+def _store_result(submission: Submission, result: dict, *, runner_name: str) -> Evaluation | None:
+    candidate = result.get("candidate") or {}
+    reference = result.get("reference") or {}
+    candidate_ms = candidate.get("median_ms")
+    verdict = result.get("verdict") or Evaluation.Verdict.HARNESS_ERROR
+    try:
+        with transaction.atomic():
+            evaluation = Evaluation.objects.create(
+                submission=submission,
+                attempt=submission.attempts,
+                hardware_id=submission.hardware_id,
+                problem_version_id=submission.problem_version_id,
+                runner_name=runner_name,
+                verdict=verdict,
+                correct=bool(result.get("correct")) and verdict == Evaluation.Verdict.CORRECT,
+                error=result.get("error") or "",
+                traceback=result.get("traceback") or "",
+                compile_log=result.get("compile_log") or "",
+                logs=result.get("logs") or "",
+                trials=result.get("trials") or [],
+                candidate_stats=candidate or None,
+                reference_stats=reference or None,
+                candidate_median_ms=candidate_ms,
+                reference_median_ms=reference.get("median_ms"),
+                speedup=result.get("speedup"),
+                speedup_eager=_baseline_speedup(submission, Baseline.Mode.EAGER, candidate_ms),
+                speedup_compile=_baseline_speedup(submission, Baseline.Mode.COMPILE, candidate_ms),
+                flags=result.get("flags") or [],
+                static_report=result.get("static_report") or {},
+                environment=result.get("environment") or {},
+                seeds=result.get("seeds") or {},
+                phases=result.get("phases") or {},
+                source_hash=submission.source_hash,
+                evaluator_version=result.get("evaluator_version") or "",
+                started_at=submission.started_at,
+            )
+            finished = Submission.objects.filter(
+                pk=submission.pk, status=Submission.Status.RUNNING, claimed_by=runner_name
+            ).update(
+                status=Submission.Status.FINISHED,
+                verdict=verdict,
+                finished_at=timezone.now(),
+                lease_expires_at=None,
+                progress={"phase": "done"},
+            )
+            if not finished:
+                # Our claim was taken over (we were presumed dead); the other result stands.
+                raise IntegrityError("claim lost")
+            Runner.objects.filter(name=runner_name).update(evaluations_done=F("evaluations_done") + 1)
+            board_refresh_for(evaluation)
+            submission.refresh_from_db()
+            _publish_status(submission)
+    except IntegrityError:
+        log.warning("submission %s was finished elsewhere; result dropped", submission.pk)
+        return None
+    return evaluation
+
+
+def _publish_status(submission: Submission) -> None:
+    publish(
+        submission_group(submission.pk), {"type": "status", **submission_status_payload(submission)}
+    )
+
+
+def requeue_abandoned(*, hardware_slug: str) -> int:
+    """Put back running submissions whose runner stopped renewing its lease, and re-enqueue them.
+
+    The broker may redeliver the original task as well; the claim lets only one through.
+    """
+    now = timezone.now()
+    abandoned = list(
+        Submission.objects.filter(
+            hardware__slug=hardware_slug,
+            status=Submission.Status.RUNNING,
+            lease_expires_at__lt=now,
+        ).values_list("pk", flat=True)
+    )
+    requeued = 0
+    for pk in abandoned:
+        if Submission.objects.filter(
+            pk=pk, status=Submission.Status.RUNNING, lease_expires_at__lt=now
+        ).update(status=Submission.Status.QUEUED, claimed_by="", progress={"phase": "requeued"}):
+            async_task("gpu_runner.tasks.evaluate", pk, cluster=hardware_slug)
+            requeued += 1
+    return requeued

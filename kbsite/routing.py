@@ -1,0 +1,9 @@
+from django.urls import path
+
+from leaderboard.consumers import BoardConsumer
+from submissions.consumers import SubmissionConsumer
+
+websocket_urlpatterns = [
+    path("ws/submissions/<int:submission_id>/", SubmissionConsumer.as_asgi()),
+    path("ws/boards/<int:problem_id>/<slug:hardware>/", BoardConsumer.as_asgi()),
+]

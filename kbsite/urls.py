@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from kbsite import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("admin/", admin.site.urls),
+    path("highlight.css", views.pygments_css, name="pygments_css"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/signup/", views.signup, name="signup"),
+    path("problems/", include("problems.urls")),
+    path("submissions/", include("submissions.urls")),
+    path("leaderboard/", include("leaderboard.urls")),
+    path("api/", include("submissions.api_urls")),
+]

@@ -1,0 +1,3 @@
+"""REST API routes (/api/...)."""
+
+urlpatterns: list = []

@@ -1,0 +1,278 @@
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+
+class Model(models.Model):
+    """A language model known to litellm by `litellm_name`; keys come from the environment."""
+
+    litellm_name = models.CharField(max_length=200, unique=True)  # "openai/gpt-4o"
+    display_name = models.CharField(max_length=200, blank=True)
+    # Names of environment variables to pass to litellm (never the values).
+    api_key_env = models.CharField(max_length=100, blank=True)
+    api_base_env = models.CharField(max_length=100, blank=True)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["litellm_name"]
+
+    def __str__(self) -> str:
+        return self.display_name or self.litellm_name
+
+
+class Run(models.Model):
+    """A model generating kernels over a set of problems; each sample becomes a submission."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        STOPPED = "stopped"
+        FINISHED = "finished"
+
+    class PromptStyle(models.TextChoices):
+        ONE_SHOT = "one_shot", "KernelBench one-shot example"
+        TRITON = "triton", "Triton one-shot example"
+
+    name = models.CharField(max_length=200)
+    model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="runs")
+    problems = models.ManyToManyField("problems.Problem", blank=True, related_name="runs")
+    backend = models.CharField(max_length=16, default="cuda")
+    hardware = models.ForeignKey(
+        "evaluation.Hardware", on_delete=models.PROTECT, related_name="runs"
+    )
+    precision = models.CharField(max_length=8, default="fp32")
+    samples_per_problem = models.PositiveSmallIntegerField(default=1)
+    temperature = models.FloatField(default=0.0)
+    prompt_style = models.CharField(max_length=16, choices=PromptStyle, default=PromptStyle.ONE_SHOT)
+    refinement_turns = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status, default=Status.PENDING)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.model})"
+
+
+class Submission(models.Model):
+    """One kernel source for one problem, by a user or by a model in a run."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+
+    class Backend(models.TextChoices):
+        CUDA = "cuda"
+        TRITON = "triton"
+        TORCH = "torch"
+        CPP = "cpp"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="submissions",
+    )
+    model = models.ForeignKey(
+        Model, null=True, blank=True, on_delete=models.SET_NULL, related_name="submissions"
+    )
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="submissions"
+    )
+    sample_index = models.PositiveSmallIntegerField(default=0)
+    problem = models.ForeignKey(
+        "problems.Problem", on_delete=models.PROTECT, related_name="submissions"
+    )
+    problem_version = models.ForeignKey(
+        "problems.ProblemVersion", on_delete=models.PROTECT, related_name="submissions"
+    )
+    hardware = models.ForeignKey(
+        "evaluation.Hardware", on_delete=models.PROTECT, related_name="submissions"
+    )
+    backend = models.CharField(max_length=16, choices=Backend)
+    precision = models.CharField(max_length=8, default="fp32")
+    source = models.TextField()
+    source_hash = models.CharField(max_length=64, db_index=True)
+    filename = models.CharField(max_length=255, blank=True)
+    status = models.CharField(
+        max_length=16, choices=Status, default=Status.QUEUED, db_index=True
+    )
+    verdict = models.CharField(max_length=32, blank=True)  # copy of the last evaluation's
+    # How many times a runner has claimed it; a submission that keeps killing runners stops.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    progress = models.JSONField(default=dict, blank=True)  # last phase / trial event
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="unique_submission_idempotency_key",
+            )
+        ]
+        indexes = [models.Index(fields=["hardware", "status", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"submission {self.pk} for {self.problem_id}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("submission_detail", args=[self.pk])
+
+    @property
+    def participant(self) -> str:
+        if self.model_id:
+            return f"model:{self.model_id}"
+        return f"user:{self.user_id}"
+
+    @property
+    def latest_evaluation(self):
+        return self.evaluations.order_by("-finished_at").first()
+
+    def claim(self, *, runner_name: str, lease_seconds: int) -> bool:
+        """Queued (or running with an expired lease, after a runner died) -> running.
+
+        A conditional UPDATE so exactly one worker wins, however many receive the task.
+        """
+        now = timezone.now()
+        claimable = models.Q(status=self.Status.QUEUED) | models.Q(
+            status=self.Status.RUNNING, lease_expires_at__lt=now
+        )
+        won = (
+            Submission.objects.filter(claimable, pk=self.pk).update(
+                status=self.Status.RUNNING,
+                claimed_by=runner_name,
+                attempts=models.F("attempts") + 1,
+                started_at=now,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+                progress={"phase": "claimed"},
+            )
+            == 1
+        )
+        if won:
+            self.refresh_from_db()
+        return won
+
+    def extend_lease(self, *, runner_name: str, lease_seconds: int) -> None:
+        Submission.objects.filter(
+            pk=self.pk, status=self.Status.RUNNING, claimed_by=runner_name
+        ).update(lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds))
+
+    def mark_finished(self, *, verdict: str) -> None:
+        self.status = self.Status.FINISHED
+        self.verdict = verdict
+        self.finished_at = timezone.now()
+        self.lease_expires_at = None
+        self.save(update_fields=["status", "verdict", "finished_at", "lease_expires_at"])
+
+    def code_visible_to(self, user) -> bool:
+        if user.is_authenticated and (user.is_staff or user.pk == self.user_id):
+            return True
+        return self.problem.code_is_public()
+
+
+class ApiToken(models.Model):
+    """An API token; only its SHA-256 is stored, the key is shown once at creation."""
+
+    class Scope(models.TextChoices):
+        READ = "read"
+        SUBMIT = "submit"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, db_index=True)  # shown in lists to tell tokens apart
+    key_hash = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list)  # ["read", "submit"]
+    is_runner = models.BooleanField(default=False)  # runners authenticate as such
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @staticmethod
+    def hash_key(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, *, user, name: str = "", scopes: list[str] | None = None) -> tuple["ApiToken", str]:
+        key = "kb_" + secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            user=user,
+            name=name,
+            prefix=key[:10],
+            key_hash=cls.hash_key(key),
+            scopes=scopes if scopes is not None else [cls.Scope.READ, cls.Scope.SUBMIT],
+        )
+        return token, key
+
+    def revoke(self) -> None:
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+
+
+class Generation(models.Model):
+    """One call to a model in a run: the prompt, the answer, what it cost, the code it gave."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        NO_CODE = "no_code"  # answered, but with no code block: recorded, not dropped
+        FAILED = "failed"  # the provider kept failing after retries
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="generations")
+    problem = models.ForeignKey("problems.Problem", on_delete=models.PROTECT, related_name="+")
+    sample_index = models.PositiveSmallIntegerField(default=0)
+    turn = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status, default=Status.PENDING)
+    prompt = models.TextField(blank=True)
+    response = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    submission = models.OneToOneField(
+        Submission, null=True, blank=True, on_delete=models.SET_NULL, related_name="generation"
+    )
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "problem", "sample_index", "turn"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "problem", "sample_index", "turn"], name="unique_generation_step"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} {self.problem_id} sample {self.sample_index} turn {self.turn}"

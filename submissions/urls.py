@@ -1,0 +1,10 @@
+from django.urls import path
+
+from submissions import views
+
+urlpatterns = [
+    path("", views.my_submissions, name="my_submissions"),
+    path("new/", views.submission_new, name="submission_new"),
+    path("<int:pk>/", views.submission_detail, name="submission_detail"),
+    path("<int:pk>/status.json", views.submission_status, name="submission_status"),
+]
