@@ -80,9 +80,12 @@ class Baseline(models.Model):
         EAGER = "eager"
         COMPILE = "compile"
 
-    problem = models.ForeignKey("problems.Problem", on_delete=models.CASCADE, related_name="baselines")
+    problem = models.ForeignKey(
+        "problems.Problem", on_delete=models.CASCADE, related_name="baselines"
+    )
     problem_version = models.ForeignKey(
-        "problems.ProblemVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "problems.ProblemVersion", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
     )
     hardware = models.ForeignKey(Hardware, on_delete=models.CASCADE, related_name="baselines")
     mode = models.CharField(max_length=16, choices=Mode)
@@ -90,6 +93,8 @@ class Baseline(models.Model):
     stats = models.JSONField(default=dict, blank=True)  # mean, std, min, max, n
     torch_version = models.CharField(max_length=64, blank=True)
     source = models.CharField(max_length=64, default="measured")  # or "imported"
+    # What it was measured on (device name, CUDA, compile time...), for the record.
+    environment = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -175,7 +180,12 @@ class Evaluation(models.Model):
 
 
 class Validation(models.Model):
-    """A curation check of a problem's reference on a hardware (runs on a runner, like kernels)."""
+    """A curation check of a problem's reference on a hardware (runs on a runner, like kernels).
+
+    queued -> running (claimed by one runner) -> passed, flagged (findings) or failed (the
+    reference did not run; that is a finding too). Findings block publishing until an admin
+    overrides them with a reason.
+    """
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -183,6 +193,8 @@ class Validation(models.Model):
         PASSED = "passed"
         FLAGGED = "flagged"
         FAILED = "failed"
+
+    FINISHED = (Status.PASSED, Status.FLAGGED, Status.FAILED)
 
     problem_version = models.ForeignKey(
         "problems.ProblemVersion", on_delete=models.CASCADE, related_name="validations"
@@ -193,8 +205,16 @@ class Validation(models.Model):
     findings = models.JSONField(default=list, blank=True)
     peak_memory_bytes = models.BigIntegerField(null=True, blank=True)
     reference_ms = models.FloatField(null=True, blank=True)
-    details = models.JSONField(default=dict, blank=True)
+    details = models.JSONField(default=dict, blank=True)  # per-check figures, notes, seed
+    error = models.TextField(blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    runner_name = models.CharField(max_length=200, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
     created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -202,3 +222,41 @@ class Validation(models.Model):
 
     def __str__(self) -> str:
         return f"validation of {self.problem_version} on {self.hardware}: {self.status}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    def claim(self, *, runner_name: str) -> bool:
+        """queued -> running, by a conditional update: one runner wins, a redelivery finds none."""
+        now = timezone.now()
+        won = Validation.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
+            status=self.Status.RUNNING, runner_name=runner_name, started_at=now
+        )
+        if won:
+            self.refresh_from_db()
+        return bool(won)
+
+    def finish(
+        self,
+        *,
+        findings: list[dict],
+        failed: bool = False,
+        peak_memory_bytes: int | None = None,
+        reference_ms: float | None = None,
+        details: dict | None = None,
+        error: str = "",
+        environment: dict | None = None,
+    ) -> None:
+        if failed:
+            self.status = self.Status.FAILED
+        else:
+            self.status = self.Status.FLAGGED if findings else self.Status.PASSED
+        self.findings = findings
+        self.peak_memory_bytes = peak_memory_bytes
+        self.reference_ms = reference_ms
+        self.details = details or {}
+        self.error = error
+        self.environment = environment or {}
+        self.finished_at = timezone.now()
+        self.save()

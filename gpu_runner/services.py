@@ -24,8 +24,6 @@ from submissions.selectors import submission_status_payload
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS = 60
-LEASE_RENEW_EVERY = 10
 PROGRESS_SAVE_EVERY = 0.5  # seconds between progress writes, so a fast kernel cannot flood
 
 
@@ -36,7 +34,7 @@ def evaluate_submission(*, submission_id: int, runner_name: str) -> str:
     )
     if _stop_if_poison(submission):
         return "stopped: killed its runners too often"
-    if not submission.claim(runner_name=runner_name, lease_seconds=LEASE_SECONDS):
+    if not submission.claim(runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS):
         return "not claimed"
     Runner.objects.filter(name=runner_name).update(current_submission_id=submission.pk)
     _publish_status(submission)
@@ -116,10 +114,10 @@ class _LeaseKeeper(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        while not self.stopped.wait(LEASE_RENEW_EVERY):
+        while not self.stopped.wait(max(settings.RUNNER_LEASE_SECONDS / 6, 0.5)):
             try:
                 self.submission.extend_lease(
-                    runner_name=self.runner_name, lease_seconds=LEASE_SECONDS
+                    runner_name=self.runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS
                 )
             except Exception:  # a briefly locked database; the next beat tries again
                 log.exception("could not extend the lease of %s", self.submission.pk)
@@ -212,13 +210,22 @@ def _store_result(submission: Submission, result: dict, *, runner_name: str) -> 
                 # Our claim was taken over (we were presumed dead); the other result stands.
                 raise IntegrityError("claim lost")
             Runner.objects.filter(name=runner_name).update(evaluations_done=F("evaluations_done") + 1)
-            board_refresh_for(evaluation)
+            _refresh_boards(evaluation)
             submission.refresh_from_db()
             _publish_status(submission)
     except IntegrityError:
         log.warning("submission %s was finished elsewhere; result dropped", submission.pk)
         return None
     return evaluation
+
+
+def _refresh_boards(evaluation: Evaluation) -> None:
+    """Boards are derived data: a failure there must never cost the evaluation itself."""
+    try:
+        with transaction.atomic():  # a savepoint, so a failed refresh leaves the rest intact
+            board_refresh_for(evaluation)
+    except Exception:
+        log.exception("could not refresh the boards for evaluation %s", evaluation.pk)
 
 
 def _publish_status(submission: Submission) -> None:

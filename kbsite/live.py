@@ -58,20 +58,30 @@ class Relay:
 
     def __init__(self) -> None:
         self.task: asyncio.Task | None = None
-        self.last_id: int | None = None
+        self.started = asyncio.Event()
+        self.last_id = 0
 
-    def ensure_started(self) -> None:
+    async def ensure_started(self) -> None:
+        """Start relaying in this event loop, if not yet.
+
+        Call it before taking a snapshot for a new subscriber: every event after the relay's
+        starting point is delivered, and everything before it is in the snapshot.
+        """
         if layer_is_shared():
             return  # events arrive through Redis directly
         loop = asyncio.get_running_loop()
-        if self.task is None or self.task.done() or self.task.get_loop() is not loop:
-            self.last_id = None  # a new event loop (a new server, a test) starts from now
-            self.task = loop.create_task(self._run())
+        if self.task is not None and not self.task.done() and self.task.get_loop() is loop:
+            await self.started.wait()
+            return
+        # A new event loop (a new server, a test) starts from the newest event.
+        self.task = loop.create_task(self._run())
+        self.started = asyncio.Event()
+        await self.started.wait()
 
     async def _run(self) -> None:
         layer = get_channel_layer()
-        if self.last_id is None:
-            self.last_id = await sync_to_async(_latest_event_id)()
+        self.last_id = await sync_to_async(_latest_event_id)()
+        self.started.set()
         cleaned_at = timezone.now()
         while True:
             try:

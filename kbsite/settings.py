@@ -155,6 +155,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing folder
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -231,6 +232,9 @@ BUILD_CACHE_DIR = Path(env("BUILD_CACHE_DIR", str(VAR_DIR / "build-cache")))
 # Runners
 RUNNER_HEARTBEAT_SECONDS = env_int("RUNNER_HEARTBEAT_SECONDS", 5)
 RUNNER_OFFLINE_AFTER_SECONDS = env_int("RUNNER_OFFLINE_AFTER_SECONDS", 30)
+# A runner renews its claim on a running submission; a claim not renewed for this long means the
+# runner died, and the submission is queued again.
+RUNNER_LEASE_SECONDS = env_int("RUNNER_LEASE_SECONDS", 60)
 # A submission whose evaluation has killed this many runners is stopped with its own verdict.
 SUBMISSION_MAX_ATTEMPTS = env_int("SUBMISSION_MAX_ATTEMPTS", 3)
 

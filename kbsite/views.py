@@ -1,7 +1,5 @@
-from django.contrib.auth import login
-from django.contrib.auth.forms import UserCreationForm
 from django.http import HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.views.decorators.cache import cache_control
 from pygments.formatters import HtmlFormatter
 
@@ -25,15 +23,6 @@ def home(request):
             "recent": recent,
         },
     )
-
-
-def signup(request):
-    form = UserCreationForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user)
-        return redirect("home")
-    return render(request, "registration/signup.html", {"form": form})
 
 
 @cache_control(max_age=86400, public=True)

@@ -3,24 +3,25 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from evaluation.models import Hardware
 from kbsite.live import board_group, relay
-from leaderboard.services import board_rows
+from leaderboard.services import LEADERBOARD_GROUP, board_snapshot
 from problems.models import Problem
 
 
 class BoardConsumer(AsyncJsonWebsocketConsumer):
-    """Streams a problem's board on one hardware: rows on connect, then each change."""
+    """Streams a problem's board on one hardware: the rows on connect, then each change."""
 
     async def connect(self) -> None:
         kwargs = self.scope["url_route"]["kwargs"]
-        snapshot = await database_sync_to_async(self._snapshot)(
-            kwargs["problem_id"], kwargs["hardware"]
-        )
+        problem_id, hardware_slug = kwargs["problem_id"], kwargs["hardware"]
+        # Relay first, then join, then the snapshot: a change committed at any point between
+        # is either in the snapshot or delivered as an event.
+        await relay.ensure_started()
+        self.group = board_group(problem_id, hardware_slug)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        snapshot = await database_sync_to_async(self._snapshot)(problem_id, hardware_slug)
         if snapshot is None:
             await self.close(code=4404)
             return
-        self.group = board_group(kwargs["problem_id"], kwargs["hardware"])
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        relay.ensure_started()
         await self.accept()
         await self.send_json(snapshot)
 
@@ -31,14 +32,26 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
     async def live_event(self, message: dict) -> None:
         await self.send_json(message["payload"])
 
-    def _snapshot(self, problem_id: int, hardware_slug: str) -> dict | None:
+    @staticmethod
+    def _snapshot(problem_id: int, hardware_slug: str) -> dict | None:
         problem = Problem.objects.filter(pk=problem_id).first()
         hardware = Hardware.objects.filter(slug=hardware_slug).first()
         if problem is None or hardware is None:
             return None
-        return {
-            "type": "board",
-            "problem": problem.pk,
-            "hardware": hardware.slug,
-            "rows": board_rows(problem=problem, hardware=hardware),
-        }
+        return board_snapshot(problem=problem, hardware=hardware)
+
+
+class LeaderboardConsumer(AsyncJsonWebsocketConsumer):
+    """Every result that lands, for the global, model and user pages (one shared group)."""
+
+    async def connect(self) -> None:
+        await relay.ensure_started()
+        await self.channel_layer.group_add(LEADERBOARD_GROUP, self.channel_name)
+        await self.accept()
+        await self.send_json({"type": "hello"})
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(LEADERBOARD_GROUP, self.channel_name)
+
+    async def live_event(self, message: dict) -> None:
+        await self.send_json(message["payload"])

@@ -1,0 +1,111 @@
+"""Board state kept up to date as results land, so reading a board never scans all evaluations.
+
+One BestEntry per (problem, hardware, participant) summarises that participant's evaluations
+there: the best ranking one (correct, no exploit flag), the best flagged one, and whether any
+compiled. A Record is written each time a board's fastest time improves.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class BestEntry(models.Model):
+    problem = models.ForeignKey(
+        "problems.Problem", on_delete=models.CASCADE, related_name="best_entries"
+    )
+    hardware = models.ForeignKey(
+        "evaluation.Hardware", on_delete=models.CASCADE, related_name="best_entries"
+    )
+    participant = models.CharField(max_length=64)  # Submission.participant: "user:3", "model:5"
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    model = models.ForeignKey(
+        "submissions.Model", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # The best ranking evaluation; null when the participant has none (then it is not ranked).
+    evaluation = models.ForeignKey(
+        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    submission = models.ForeignKey(
+        "submissions.Submission", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    rank = models.PositiveIntegerField(null=True, blank=True)
+    candidate_median_ms = models.FloatField(null=True, blank=True)
+    reference_median_ms = models.FloatField(null=True, blank=True)
+    speedup = models.FloatField(null=True, blank=True)
+    speedup_eager = models.FloatField(null=True, blank=True)
+    speedup_compile = models.FloatField(null=True, blank=True)
+    backend = models.CharField(max_length=16, blank=True)
+    precision = models.CharField(max_length=8, blank=True)
+    achieved_at = models.DateTimeField(null=True, blank=True)
+    # The fastest flagged evaluation, shown apart from the ranking with its flags.
+    flagged_evaluation = models.ForeignKey(
+        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    flags = models.JSONField(default=list, blank=True)
+    flagged_ms = models.FloatField(null=True, blank=True)
+    flagged_at = models.DateTimeField(null=True, blank=True)
+    compiled = models.BooleanField(default=False)  # any evaluation got past compilation
+    evaluated = models.PositiveIntegerField(default=0)  # submissions with an evaluation here
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["problem", "hardware", "participant"], name="unique_best_entry"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["problem", "hardware", "rank"], name="best_entry_board"),
+            models.Index(fields=["model", "hardware"], name="best_entry_model"),
+            models.Index(fields=["user", "hardware"], name="best_entry_user"),
+            # Covers the busiest-problems count, so it reads no table rows.
+            models.Index(fields=["problem", "evaluated", "rank"], name="best_entry_activity"),
+        ]
+        verbose_name_plural = "best entries"
+
+    def __str__(self) -> str:
+        return f"{self.participant} on {self.problem_id}/{self.hardware_id}: rank {self.rank}"
+
+    @property
+    def is_ranked(self) -> bool:
+        return self.evaluation_id is not None
+
+
+class Record(models.Model):
+    """A new fastest time on a board: the history behind its record plot."""
+
+    problem = models.ForeignKey(
+        "problems.Problem", on_delete=models.CASCADE, related_name="records"
+    )
+    hardware = models.ForeignKey(
+        "evaluation.Hardware", on_delete=models.CASCADE, related_name="records"
+    )
+    participant = models.CharField(max_length=64)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    model = models.ForeignKey(
+        "submissions.Model", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    evaluation = models.ForeignKey(
+        "evaluation.Evaluation", on_delete=models.CASCADE, related_name="+"
+    )
+    submission = models.ForeignKey(
+        "submissions.Submission", on_delete=models.CASCADE, related_name="+"
+    )
+    candidate_median_ms = models.FloatField()
+    previous_ms = models.FloatField(null=True, blank=True)
+    speedup = models.FloatField(null=True, blank=True)
+    achieved_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-achieved_at"]
+        indexes = [
+            models.Index(fields=["problem", "hardware", "achieved_at"], name="record_board"),
+        ]
+
+    def __str__(self) -> str:
+        return f"record on {self.problem_id}/{self.hardware_id}: {self.candidate_median_ms} ms"

@@ -1,7 +1,47 @@
-"""Leaderboard rows: the best ranking evaluation per participant, per problem and hardware."""
+"""Leaderboard workflows: keeping best entries up to date as results land, and publishing them.
 
-from evaluation.models import Evaluation
+A participant's standing on a board (problem x hardware) is computed from the latest evaluation
+of each of its submissions there, so a re-verification that flags a kernel takes it off the
+ranking. Only the changed participant is recomputed when a result lands: the cost of a refresh
+grows with that participant's submissions on that problem, never with the rest of the site.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Min, Q
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from evaluation.models import Evaluation, Hardware
 from kbsite.live import board_group, publish
+from leaderboard.models import BestEntry, Record
+from problems.models import Problem
+from submissions.models import Submission
+
+LEADERBOARD_GROUP = "leaderboard"
+
+# Verdicts reached only after the kernel built and ran at least once.
+RAN_VERDICTS = {
+    Evaluation.Verdict.CORRECT,
+    Evaluation.Verdict.INCORRECT,
+    Evaluation.Verdict.RUNTIME_ERROR,
+    Evaluation.Verdict.TIMEOUT,
+    Evaluation.Verdict.OUT_OF_MEMORY,
+}
+
+EVALUATION_FIELDS = (
+    "id", "submission_id", "hardware_id", "verdict", "correct", "flags", "trials",
+    "candidate_median_ms", "reference_median_ms", "speedup", "speedup_eager", "speedup_compile",
+    "finished_at", "submission__backend", "submission__precision", "submission__user_id",
+    "submission__model_id", "submission__problem_id",
+)
+
+
+def participant_key(*, user_id: int | None, model_id: int | None) -> str:
+    """The same key as Submission.participant, from ids alone."""
+    return f"model:{model_id}" if model_id else f"user:{user_id}"
 
 
 def participant_label(submission) -> str:
@@ -10,50 +50,478 @@ def participant_label(submission) -> str:
     return submission.user.username if submission.user_id else "anonymous"
 
 
-def board_rows(*, problem, hardware) -> list[dict]:
-    evaluations = (
-        Evaluation.objects.filter(
-            submission__problem=problem,
-            hardware=hardware,
-            correct=True,
-            purpose=Evaluation.Purpose.SUBMISSION,
-        )
-        .select_related("submission__user", "submission__model")
-        .order_by("candidate_median_ms", "finished_at")
+def _ranks(evaluation: dict) -> bool:
+    return (
+        bool(evaluation["correct"])
+        and not evaluation["flags"]
+        and evaluation["candidate_median_ms"] is not None
     )
-    best: dict[str, dict] = {}
+
+
+def _compiled(evaluation: dict) -> bool:
+    # A rejection after trials ran (an exploit caught at run time) still compiled.
+    return evaluation["verdict"] in RAN_VERDICTS or bool(evaluation["trials"])
+
+
+def _latest_per_submission(evaluations: Iterable[dict]) -> list[dict]:
+    """Evaluations must come ordered by submission, newest first within each."""
+    latest: dict[int, dict] = {}
     for evaluation in evaluations:
-        if evaluation.flags or evaluation.candidate_median_ms is None:
-            continue
-        submission = evaluation.submission
-        key = submission.participant
-        if key in best:
-            continue
-        best[key] = {
-            "rank": len(best) + 1,
-            "participant": participant_label(submission),
-            "submission_id": submission.pk,
-            "candidate_ms": evaluation.candidate_median_ms,
-            "reference_ms": evaluation.reference_median_ms,
-            "speedup": evaluation.speedup,
-            "speedup_eager": evaluation.speedup_eager,
-            "speedup_compile": evaluation.speedup_compile,
-            "backend": submission.backend,
-            "precision": submission.precision,
-            "date": evaluation.finished_at.isoformat(),
-        }
-    return list(best.values())
+        latest.setdefault(evaluation["submission_id"], evaluation)
+    return list(latest.values())
 
 
-def board_refresh_for(evaluation: Evaluation) -> None:
-    """Tell open boards of this problem and hardware that their rows may have changed."""
-    submission = evaluation.submission
-    publish(
-        board_group(submission.problem_id, evaluation.hardware.slug),
-        {
-            "type": "board",
-            "problem": submission.problem_id,
-            "hardware": evaluation.hardware.slug,
-            "rows": board_rows(problem=submission.problem, hardware=evaluation.hardware),
+def _fastest(evaluations: list[dict]) -> dict | None:
+    timed = [e for e in evaluations if e["candidate_median_ms"] is not None]
+    pool = timed or evaluations
+    if not pool:
+        return None
+    # Fastest first; a tie goes to whoever got there first.
+    return min(
+        pool,
+        key=lambda e: (e["candidate_median_ms"] or 0.0, e["finished_at"], e["id"]),
+    )
+
+
+def _entry_fields(latest: list[dict]) -> dict:
+    """What a BestEntry holds, from the latest evaluation of each of a participant's submissions."""
+    best = _fastest([e for e in latest if _ranks(e)])
+    flagged = _fastest([e for e in latest if e["flags"]])
+    fields = {
+        "evaluation_id": None, "submission_id": None, "candidate_median_ms": None,
+        "reference_median_ms": None, "speedup": None, "speedup_eager": None,
+        "speedup_compile": None, "backend": "", "precision": "", "achieved_at": None,
+        "flagged_evaluation_id": None, "flags": [], "flagged_ms": None, "flagged_at": None,
+        "compiled": any(_compiled(e) for e in latest),
+        "evaluated": len(latest),
+    }
+    if best is not None:
+        fields.update(
+            evaluation_id=best["id"],
+            submission_id=best["submission_id"],
+            candidate_median_ms=best["candidate_median_ms"],
+            reference_median_ms=best["reference_median_ms"],
+            speedup=best["speedup"],
+            speedup_eager=best["speedup_eager"],
+            speedup_compile=best["speedup_compile"],
+            backend=best["submission__backend"],
+            precision=best["submission__precision"],
+            achieved_at=best["finished_at"],
+        )
+    if flagged is not None:
+        fields.update(
+            flagged_evaluation_id=flagged["id"],
+            flags=list(flagged["flags"]),
+            flagged_ms=flagged["candidate_median_ms"],
+            flagged_at=flagged["finished_at"],
+        )
+    return fields
+
+
+def _participant_filter(participant: str) -> Q:
+    """Submissions of one participant (a Q over Submission's fields)."""
+    kind, _, ident = participant.partition(":")
+    if kind == "model":
+        return Q(model_id=int(ident))
+    if ident in ("", "None"):
+        return Q(model__isnull=True, user__isnull=True)
+    return Q(model__isnull=True, user_id=int(ident))
+
+
+def latest_evaluations(*, submission_ids: Iterable[int], hardware_id: int) -> list[dict]:
+    """The latest evaluation on this hardware of each submission named.
+
+    Ids first, then their evaluations: a join filtered on the hardware would let the database
+    walk every evaluation of that hardware instead.
+    """
+    return _latest_per_submission(
+        Evaluation.objects.filter(submission_id__in=list(submission_ids), hardware_id=hardware_id)
+        .order_by("submission_id", "-finished_at", "-id")
+        .values(*EVALUATION_FIELDS)
+    )
+
+
+@dataclass
+class EntryChange:
+    entry: BestEntry | None
+    changed: bool  # the ranked or flagged evaluation shown for this participant changed
+    record: Record | None
+
+
+def _board_best_ms(problem_id: int, hardware_id: int) -> float | None:
+    return BestEntry.objects.filter(
+        problem_id=problem_id, hardware_id=hardware_id, evaluation__isnull=False
+    ).aggregate(best=Min("candidate_median_ms"))["best"]
+
+
+def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> EntryChange:
+    """Recompute one participant's entry on one board, its ranks, and any new record."""
+    latest = latest_evaluations(
+        submission_ids=Submission.objects.filter(
+            _participant_filter(participant), problem_id=problem_id
+        ).values_list("pk", flat=True),
+        hardware_id=hardware_id,
+    )
+    board = {"problem_id": problem_id, "hardware_id": hardware_id}
+    previous = BestEntry.objects.filter(**board, participant=participant).first()
+    before = (
+        (previous.evaluation_id, previous.flagged_evaluation_id) if previous else (None, None)
+    )
+    best_before = _board_best_ms(problem_id, hardware_id)
+
+    # Records set by kernels that no longer rank (flagged on re-verification) are withdrawn.
+    not_ranking = [e["submission_id"] for e in latest if not _ranks(e)]
+    if not_ranking:
+        Record.objects.filter(**board, submission_id__in=not_ranking).delete()
+
+    if not latest:
+        if previous:
+            previous.delete()
+            board_rerank(problem_id=problem_id, hardware_id=hardware_id)
+        return EntryChange(entry=None, changed=previous is not None, record=None)
+
+    fields = _entry_fields(latest)
+    first = latest[0]
+    entry, _ = BestEntry.objects.update_or_create(
+        **board,
+        participant=participant,
+        defaults={
+            **fields,
+            "user_id": first["submission__user_id"] if not first["submission__model_id"] else None,
+            "model_id": first["submission__model_id"],
+            "updated_at": timezone.now(),
         },
     )
+    board_rerank(problem_id=problem_id, hardware_id=hardware_id)
+    entry.refresh_from_db()
+
+    record = None
+    improved = entry.is_ranked and (
+        best_before is None or entry.candidate_median_ms < best_before
+    )
+    if improved and not Record.objects.filter(evaluation_id=entry.evaluation_id).exists():
+        record = Record.objects.create(
+            **board,
+            participant=participant,
+            user_id=entry.user_id,
+            model_id=entry.model_id,
+            evaluation_id=entry.evaluation_id,
+            submission_id=entry.submission_id,
+            candidate_median_ms=entry.candidate_median_ms,
+            previous_ms=best_before,
+            speedup=entry.speedup,
+            achieved_at=entry.achieved_at,
+        )
+    changed = before != (entry.evaluation_id, entry.flagged_evaluation_id)
+    return EntryChange(entry=entry, changed=changed, record=record)
+
+
+def board_rerank(*, problem_id: int, hardware_id: int) -> None:
+    """Number a board's ranked entries 1..n by median time; unranked entries get no rank."""
+    entries = list(
+        BestEntry.objects.filter(problem_id=problem_id, hardware_id=hardware_id).only(
+            "id", "rank", "evaluation_id", "candidate_median_ms", "achieved_at"
+        )
+    )
+    ranked = sorted(
+        (e for e in entries if e.evaluation_id is not None),
+        key=lambda e: (e.candidate_median_ms, e.achieved_at, e.id),
+    )
+    new_rank = {e.id: i for i, e in enumerate(ranked, start=1)}
+    stale = []
+    for entry in entries:
+        rank = new_rank.get(entry.id)
+        if entry.rank != rank:
+            entry.rank = rank
+            stale.append(entry)
+    if stale:
+        BestEntry.objects.bulk_update(stale, ["rank"])
+
+
+# ---- reading boards ---------------------------------------------------------------------------
+
+
+def _board_entries(problem, hardware):
+    return BestEntry.objects.filter(problem=problem, hardware=hardware).select_related(
+        "user", "model", "problem", "hardware"
+    )
+
+
+def entry_participant_label(entry: BestEntry) -> str:
+    if entry.model_id:
+        return str(entry.model)
+    return entry.user.username if entry.user_id else "anonymous"
+
+
+def entry_participant_url(entry: BestEntry) -> str:
+    from django.urls import reverse
+
+    if entry.model_id:
+        return reverse("leaderboard_model", args=[entry.model_id])
+    if entry.user_id:
+        return reverse("leaderboard_user", args=[entry.user.username])
+    return ""
+
+
+def board_row(entry: BestEntry) -> dict:
+    return {
+        "key": entry.participant,
+        "rank": entry.rank,
+        "participant": entry_participant_label(entry),
+        "participant_key": entry.participant,
+        "participant_url": entry_participant_url(entry),
+        "submission_id": entry.submission_id,
+        "evaluation_id": entry.evaluation_id,
+        "candidate_ms": entry.candidate_median_ms,
+        "reference_ms": entry.reference_median_ms,
+        "speedup": entry.speedup,
+        "speedup_eager": entry.speedup_eager,
+        "speedup_compile": entry.speedup_compile,
+        "backend": entry.backend,
+        "precision": entry.precision,
+        "date": entry.achieved_at.isoformat() if entry.achieved_at else None,
+    }
+
+
+def flagged_row(entry: BestEntry) -> dict:
+    return {
+        "key": entry.participant,
+        "participant": entry_participant_label(entry),
+        "participant_key": entry.participant,
+        "participant_url": entry_participant_url(entry),
+        "evaluation_id": entry.flagged_evaluation_id,
+        "candidate_ms": entry.flagged_ms,
+        "flags": entry.flags,
+        "date": entry.flagged_at.isoformat() if entry.flagged_at else None,
+    }
+
+
+def board_rows(*, problem, hardware) -> list[dict]:
+    """The ranking: best correct, unflagged evaluation per participant, fastest first."""
+    entries = _board_entries(problem, hardware).filter(rank__isnull=False).order_by("rank")
+    return [board_row(e) for e in entries]
+
+
+def flagged_rows(*, problem, hardware) -> list[dict]:
+    entries = (
+        _board_entries(problem, hardware)
+        .filter(flagged_evaluation__isnull=False)
+        .order_by("flagged_ms", "flagged_at")
+    )
+    return [flagged_row(e) for e in entries]
+
+
+def record_rows(*, problem, hardware) -> list[dict]:
+    records = Record.objects.filter(problem=problem, hardware=hardware).select_related(
+        "user", "model", "problem", "hardware"
+    )
+    return [record_row(r) for r in records.order_by("achieved_at", "id")]
+
+
+def record_row(record: Record) -> dict:
+    if record.model_id:
+        who = str(record.model)
+    else:
+        who = record.user.username if record.user_id else "anonymous"
+    return {
+        "key": f"record-{record.pk}",
+        "problem": record.problem.slug,
+        "level": record.problem.level,
+        "number": record.problem.number,
+        "hardware": record.hardware.slug,
+        "participant": who,
+        "participant_key": record.participant,
+        "submission_id": record.submission_id,
+        "candidate_ms": record.candidate_median_ms,
+        "previous_ms": record.previous_ms,
+        "speedup": record.speedup,
+        "date": record.achieved_at.isoformat(),
+    }
+
+
+def _with_html(rows: list[dict], template: str) -> list[dict]:
+    for row in rows:
+        row["html"] = render_to_string(template, {"r": row}).strip()
+    return rows
+
+
+def board_snapshot(*, problem, hardware) -> dict:
+    """Everything an open board page needs, rows rendered by the same templates as the page."""
+    return {
+        "type": "board",
+        "problem": problem.pk,
+        "hardware": hardware.slug,
+        "rows": _with_html(board_rows(problem=problem, hardware=hardware),
+                           "leaderboard/_board_row.html"),
+        "flagged": _with_html(flagged_rows(problem=problem, hardware=hardware),
+                              "leaderboard/_flagged_row.html"),
+    }
+
+
+def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
+    """Only the changed participant's rows are sent in full; the others get their new order."""
+    order = list(
+        BestEntry.objects.filter(problem=problem, hardware=hardware, rank__isnull=False)
+        .order_by("rank")
+        .values_list("participant", "rank")
+    )
+    flagged_order = list(
+        BestEntry.objects.filter(
+            problem=problem, hardware=hardware, flagged_evaluation__isnull=False
+        )
+        .order_by("flagged_ms", "flagged_at")
+        .values_list("participant", flat=True)
+    )
+    rows, flagged = [], []
+    entry = change.entry
+    if entry is not None:
+        entry = _board_entries(problem, hardware).get(pk=entry.pk)
+        if entry.is_ranked:
+            rows = _with_html([board_row(entry)], "leaderboard/_board_row.html")
+        if entry.flagged_evaluation_id:
+            flagged = _with_html([flagged_row(entry)], "leaderboard/_flagged_row.html")
+    return {
+        "type": "board_change",
+        "problem": problem.pk,
+        "hardware": hardware.slug,
+        "order": [[key, rank] for key, rank in order],
+        "flagged_order": flagged_order,
+        "rows": rows,
+        "flagged": flagged,
+        "changed": [entry.participant] if entry is not None and change.changed else [],
+    }
+
+
+def board_refresh_for(evaluation: Evaluation) -> EntryChange:
+    """Update the board this evaluation belongs to and tell open pages what changed.
+
+    Called inside the transaction that stores the evaluation; publish() sends after commit.
+    """
+    submission = evaluation.submission
+    problem = submission.problem
+    hardware = evaluation.hardware
+    change = entry_refresh(
+        problem_id=problem.pk, hardware_id=hardware.pk, participant=submission.participant
+    )
+    publish(
+        board_group(problem.pk, hardware.slug),
+        _board_change_payload(problem=problem, hardware=hardware, change=change),
+    )
+    publish(LEADERBOARD_GROUP, _result_payload(problem=problem, hardware=hardware, change=change,
+                                               participant=submission.participant))
+    return change
+
+
+def _result_payload(*, problem, hardware, change: EntryChange, participant: str) -> dict:
+    """For the global, model and user pages: the changed entry, record and model rows."""
+    from leaderboard import selectors
+
+    payload: dict = {
+        "type": "result",
+        "problem": problem.pk,
+        "hardware": hardware.slug,
+        "participant_key": participant,
+        "entry": None,
+        "record": None,
+        "model_rows": [],
+    }
+    if change.entry is not None:
+        entry = BestEntry.objects.select_related("problem", "hardware", "user", "model").get(
+            pk=change.entry.pk
+        )
+        row = selectors.entry_row(entry)
+        payload["entry"] = _with_html([row], "leaderboard/_entry_row.html")[0]
+    if change.record is not None and problem.status != Problem.Status.RETIRED:
+        record = Record.objects.select_related("problem", "hardware", "user", "model").get(
+            pk=change.record.pk
+        )
+        payload["record"] = _with_html([record_row(record)], "leaderboard/_record_row.html")[0]
+    if change.entry is not None and change.entry.model_id:
+        rows = selectors.models_table(model_id=change.entry.model_id, hardware=hardware)
+        payload["model_rows"] = _with_html(rows, "leaderboard/_model_row.html")
+    return payload
+
+
+# ---- rebuilding from scratch ------------------------------------------------------------------
+
+
+def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) -> int:
+    """Recompute every best entry, rank and record from the evaluations (after an import, or
+    if the incremental state is ever in doubt). Returns the number of entries written."""
+    entries_q = BestEntry.objects.all()
+    records_q = Record.objects.all()
+    evaluations = Evaluation.objects.all()
+    if problem is not None:
+        entries_q = entries_q.filter(problem=problem)
+        records_q = records_q.filter(problem=problem)
+        evaluations = evaluations.filter(submission__problem=problem)
+    rows = evaluations.order_by("submission_id", "-finished_at", "-id").values(*EVALUATION_FIELDS)
+
+    # Latest evaluation per (submission, hardware), grouped by board and participant.
+    groups: dict[tuple[int, int, str], list[dict]] = {}
+    seen: set[tuple[int, int]] = set()
+    for e in rows.iterator(chunk_size=batch_size):
+        if (e["submission_id"], e["hardware_id"]) in seen:
+            continue
+        seen.add((e["submission_id"], e["hardware_id"]))
+        key = participant_key(user_id=e["submission__user_id"], model_id=e["submission__model_id"])
+        groups.setdefault((e["submission__problem_id"], e["hardware_id"], key), []).append(e)
+
+    now = timezone.now()
+    entries: list[BestEntry] = []
+    ranking_by_board: dict[tuple[int, int], list[dict]] = {}
+    for (problem_id, hardware_id, key), latest in groups.items():
+        first = latest[0]
+        model_id = first["submission__model_id"]
+        entries.append(
+            BestEntry(
+                problem_id=problem_id, hardware_id=hardware_id, participant=key,
+                user_id=None if model_id else first["submission__user_id"], model_id=model_id,
+                updated_at=now, **_entry_fields(latest),
+            )
+        )
+        ranking_by_board.setdefault((problem_id, hardware_id), []).extend(
+            e for e in latest if _ranks(e)
+        )
+
+    by_board: dict[tuple[int, int], list[BestEntry]] = {}
+    for entry in entries:
+        by_board.setdefault((entry.problem_id, entry.hardware_id), []).append(entry)
+    for board_entries in by_board.values():
+        ranked = sorted(
+            (e for e in board_entries if e.evaluation_id is not None),
+            key=lambda e: (e.candidate_median_ms, e.achieved_at),
+        )
+        for i, entry in enumerate(ranked, start=1):
+            entry.rank = i
+
+    records: list[Record] = []
+    for (problem_id, hardware_id), ranking in ranking_by_board.items():
+        best = None
+        for e in sorted(ranking, key=lambda e: (e["finished_at"], e["id"])):
+            if best is None or e["candidate_median_ms"] < best:
+                records.append(
+                    Record(
+                        problem_id=problem_id, hardware_id=hardware_id,
+                        participant=participant_key(
+                            user_id=e["submission__user_id"], model_id=e["submission__model_id"]
+                        ),
+                        user_id=None if e["submission__model_id"] else e["submission__user_id"],
+                        model_id=e["submission__model_id"], evaluation_id=e["id"],
+                        submission_id=e["submission_id"],
+                        candidate_median_ms=e["candidate_median_ms"], previous_ms=best,
+                        speedup=e["speedup"], achieved_at=e["finished_at"],
+                    )
+                )
+                best = e["candidate_median_ms"]
+
+    with transaction.atomic():
+        records_q.delete()
+        entries_q.delete()
+        BestEntry.objects.bulk_create(entries, batch_size=batch_size)
+        Record.objects.bulk_create(records, batch_size=batch_size)
+    return len(entries)
+
+
+def hardware_for(slug: str) -> Hardware | None:
+    return Hardware.objects.filter(slug=slug).first()

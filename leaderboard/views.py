@@ -1,20 +1,239 @@
+"""Leaderboard pages. Every table on a page downloads as CSV or JSON with
+?format=csv|json&table=<name>; the REST API (leaderboard/api.py) serves the same data."""
+
+from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
 
 from evaluation.models import Hardware
-from leaderboard.services import board_rows
+from leaderboard import metrics, selectors, svg
+from leaderboard.exports import COLUMNS, export_response, json_download
+from leaderboard.forms import TableFilterForm
+from leaderboard.models import Record
+from leaderboard.services import board_rows, flagged_rows, record_rows
 from problems.models import Problem
+from submissions.models import Model, Run
+
+
+def _fast_p_series(rows: list[dict], *, name_key: str) -> list[tuple[str, dict[float, float]]]:
+    return [(r[name_key], {float(p): v for p, v in r["fast_p"].items()}) for r in rows]
 
 
 def problem_board(request, level: int, number: int, hardware: str):
     problem = get_object_or_404(Problem, level=level, number=number)
     hardware = get_object_or_404(Hardware, slug=hardware)
+    rows = board_rows(problem=problem, hardware=hardware)
+    flagged = flagged_rows(problem=problem, hardware=hardware)
+    records = record_rows(problem=problem, hardware=hardware)
+    download = export_response(
+        request,
+        {
+            "board": (COLUMNS["board"], rows),
+            "flagged": (COLUMNS["flagged"], flagged),
+            "records": (COLUMNS["records"], records),
+        },
+        basename=f"{problem.slug.replace('/', '-')}-{hardware.slug}",
+    )
+    if download:
+        return download
+    points = [
+        (r.achieved_at, r.candidate_median_ms, r.participant)
+        for r in Record.objects.filter(problem=problem, hardware=hardware).order_by(
+            "achieved_at", "id"
+        )
+    ]
     return render(
         request,
         "leaderboard/problem_board.html",
         {
             "problem": problem,
             "hardware": hardware,
-            "rows": board_rows(problem=problem, hardware=hardware),
+            "rows": rows,
+            "flagged": flagged,
+            "records": records,
+            "record_chart": svg.record_chart(
+                points, now=timezone.now(), title=f"Record for {problem.slug} on {hardware.slug}"
+            ),
             "all_hardware": Hardware.objects.all(),
+        },
+    )
+
+
+def leaderboard_home(request):
+    form = TableFilterForm(request.GET or None)
+    if request.GET and not form.is_valid():
+        return render(request, "leaderboard/home.html", {"form": form}, status=400)
+    data = form.cleaned_data if form.is_bound else {}
+    baseline = data.get("baseline") or "eager"
+    hardware = data.get("hardware")
+    level = data.get("level")
+    models = selectors.models_table(hardware=hardware, level=level, baseline=baseline)
+    records = selectors.recent_records(limit=20, hardware=hardware)
+    busiest = selectors.busiest_problems(limit=10)
+    download = export_response(
+        request,
+        {
+            "models": (COLUMNS["models"], models),
+            "records": (COLUMNS["records"], records),
+            "busiest": (COLUMNS["busiest"], busiest),
+        },
+        basename="leaderboard",
+    )
+    if download:
+        return download
+    # The charts compare models on one hardware and level: the chosen ones, else the first
+    # that has results.
+    chart_hw = hardware.slug if hardware else (models[0]["hardware"] if models else None)
+    chart_level = level or min(
+        (r["level"] for r in models if r["hardware"] == chart_hw), default=None
+    )
+    chart_rows = [r for r in models if r["hardware"] == chart_hw and r["level"] == chart_level]
+    speedups = []
+    if chart_hw and chart_level:
+        speedups = selectors.model_speedups(
+            hardware=Hardware.objects.get(slug=chart_hw), level=chart_level, baseline=baseline
+        )
+    where = f"level {chart_level} on {chart_hw}" if chart_hw else ""
+    return render(
+        request,
+        "leaderboard/home.html",
+        {
+            "form": form,
+            "models": models,
+            "records": records,
+            "busiest": busiest,
+            "thresholds": [selectors.p_label(p) for p in metrics.FAST_P_THRESHOLDS],
+            "baseline": baseline,
+            "live_hardware": hardware.slug if hardware else "",
+            "filtered": bool(hardware or level),
+            "fast_p_chart": svg.fast_p_chart(
+                _fast_p_series(chart_rows, name_key="model"), title=f"fast_p, {where}"
+            ),
+            "histogram": svg.histogram_chart(
+                metrics.histogram(speedups, edges=svg.SPEEDUP_EDGES),
+                title=f"Speedups of correct kernels, {where}",
+            ),
+        },
+    )
+
+
+def leaderboard_model(request, pk: int):
+    model = get_object_or_404(Model, pk=pk)
+    form = TableFilterForm(request.GET or None)
+    if request.GET and not form.is_valid():
+        return render(request, "leaderboard/model.html", {"model": model, "form": form},
+                      status=400)
+    baseline = (form.cleaned_data.get("baseline") if form.is_bound else None) or "eager"
+    summary = selectors.models_table(model_id=model.pk, baseline=baseline)
+    entries = selectors.participant_entries(model=model)
+    runs = [
+        row
+        for run in Run.objects.filter(model=model).select_related("hardware", "model")
+        for row in selectors.run_summary(run, baseline=baseline)
+    ]
+    download = export_response(
+        request,
+        {
+            "summary": (COLUMNS["models"], summary),
+            "entries": (COLUMNS["entries"], entries),
+            "runs": (COLUMNS["runs"], runs),
+        },
+        basename=f"model-{model.pk}",
+    )
+    if download:
+        return download
+    speedups = [
+        r["speedup_compile"]
+        if baseline == "compile"
+        else (r["speedup"] if r["speedup"] is not None else r["speedup_eager"])
+        for r in entries
+        if r["rank"] is not None and not r["retired"]
+    ]
+    return render(
+        request,
+        "leaderboard/model.html",
+        {
+            "model": model,
+            "form": form,
+            "summary": summary,
+            "entries": entries,
+            "runs": runs,
+            "baseline": baseline,
+            "thresholds": [selectors.p_label(p) for p in metrics.FAST_P_THRESHOLDS],
+            "fast_p_chart": svg.fast_p_chart(
+                [
+                    (f"level {r['level']} on {r['hardware']}",
+                     {float(p): v for p, v in r["fast_p"].items()})
+                    for r in summary
+                ],
+                title=f"fast_p of {model}",
+            ),
+            "histogram": svg.histogram_chart(
+                metrics.histogram([s for s in speedups if s is not None], edges=svg.SPEEDUP_EDGES),
+                title=f"Speedups of {model}'s correct kernels",
+            ),
+        },
+    )
+
+
+def leaderboard_run(request, pk: int):
+    run = get_object_or_404(Run.objects.select_related("model", "hardware"), pk=pk)
+    form = TableFilterForm(request.GET or None)
+    if request.GET and not form.is_valid():
+        return render(request, "leaderboard/run.html", {"run": run, "form": form}, status=400)
+    baseline = (form.cleaned_data.get("baseline") if form.is_bound else None) or "eager"
+    summary = selectors.run_summary(run, baseline=baseline)
+    download = export_response(
+        request, {"summary": (COLUMNS["runs"], summary)}, basename=f"run-{run.pk}"
+    )
+    if download:
+        return download
+    return render(
+        request,
+        "leaderboard/run.html",
+        {
+            "run": run,
+            "form": form,
+            "summary": summary,
+            "baseline": baseline,
+            "thresholds": [selectors.p_label(p) for p in metrics.FAST_P_THRESHOLDS],
+            "ks": sorted({k for r in summary for k in r["pass_at_k"]}),
+            "fast_p_chart": svg.fast_p_chart(
+                _fast_p_series(summary, name_key="run"), title=f"fast_p of run {run.name}"
+            ),
+        },
+    )
+
+
+def leaderboard_run_eval_results(request, pk: int):
+    """The run in KernelBench's eval_results.json layout."""
+    run = get_object_or_404(Run.objects.select_related("hardware"), pk=pk)
+    level = request.GET.get("level")
+    if level is not None and not level.isdigit():
+        return render(request, "leaderboard/error.html",
+                      {"message": f"level must be a number, not {level!r}."}, status=400)
+    try:
+        data = selectors.run_eval_results(run, level=int(level) if level else None)
+    except ValueError as error:
+        return render(request, "leaderboard/error.html", {"message": str(error)}, status=400)
+    return json_download(data, filename=f"run-{run.pk}-eval_results.json")
+
+
+def leaderboard_user(request, username: str):
+    person = get_object_or_404(get_user_model(), username=username)
+    entries = selectors.participant_entries(user=person)
+    download = export_response(
+        request, {"entries": (COLUMNS["entries"], entries)}, basename=f"user-{person.username}"
+    )
+    if download:
+        return download
+    return render(
+        request,
+        "leaderboard/user.html",
+        {
+            "person": person,
+            "entries": entries,
+            "ranked": sum(1 for e in entries if e["rank"] is not None),
+            "firsts": sum(1 for e in entries if e["rank"] == 1),
         },
     )

@@ -9,6 +9,18 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
+class PublishRefused(Exception):
+    """Publishing was refused: the latest validation found problems and no reason overrides them."""
+
+    def __init__(self, problem: "Problem", findings: list[dict]) -> None:
+        self.problem = problem
+        self.findings = findings
+        codes = ", ".join(sorted({str(f.get("code")) for f in findings}))
+        super().__init__(
+            f"{problem.slug} has validation findings ({codes}); give a reason to override them"
+        )
+
+
 class Tag(models.Model):
     name = models.SlugField(max_length=64, unique=True)
 
@@ -90,13 +102,54 @@ class Problem(models.Model):
             return self.code_visible_after is not None and now >= self.code_visible_after
         return False
 
-    def publish(self) -> None:
+    def latest_validations(self) -> list:
+        """The latest finished validation of the current version on each hardware."""
+        if self.current_version_id is None:
+            return []
+        latest: dict[int, object] = {}
+        finished = self.current_version.validations.filter(
+            status__in=["passed", "flagged", "failed"]
+        ).order_by("-finished_at", "-pk")
+        for validation in finished:
+            latest.setdefault(validation.hardware_id, validation)
+        return list(latest.values())
+
+    def open_findings(self) -> list[dict]:
+        """Findings of the latest validations of the current version (what blocks publishing)."""
+        return [finding for v in self.latest_validations() for finding in v.findings]
+
+    def publish(self, *, override_reason: str = "") -> None:
+        """Publish; refused while the latest validation has findings, unless a reason is given."""
+        findings = self.open_findings()
+        override_reason = override_reason.strip()
+        if findings and not override_reason:
+            raise PublishRefused(self, findings)
         self.status = self.Status.PUBLISHED
-        self.save(update_fields=["status", "updated_at"])
+        fields = ["status", "updated_at"]
+        if findings:
+            self.findings_override_reason = override_reason
+            fields.append("findings_override_reason")
+        self.save(update_fields=fields)
 
     def retire(self) -> None:
+        """Closed to new submissions and off the active boards; versions and results stay."""
         self.status = self.Status.RETIRED
         self.save(update_fields=["status", "updated_at"])
+
+    def mark_validated(self) -> None:
+        """A draft whose current version passed validation; other states are left alone."""
+        if self.status == self.Status.DRAFT:
+            self.status = self.Status.VALIDATED
+            self.save(update_fields=["status", "updated_at"])
+
+    def set_current_version(self, version: "ProblemVersion") -> None:
+        """A new reference: a validation of the old one no longer vouches for it."""
+        self.current_version = version
+        fields = ["current_version", "updated_at"]
+        if self.status == self.Status.VALIDATED:
+            self.status = self.Status.DRAFT
+            fields.append("status")
+        self.save(update_fields=fields)
 
 
 class ProblemVersion(models.Model):

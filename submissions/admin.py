@@ -18,7 +18,9 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(Submission)
 class SubmissionAdmin(admin.ModelAdmin):
-    list_display = ["id", "problem", "user", "model", "backend", "hardware", "status", "verdict", "created_at"]
+    list_display = [
+        "id", "problem", "user", "model", "backend", "hardware", "status", "verdict", "created_at"
+    ]
     list_filter = ["status", "verdict", "backend", "hardware"]
     search_fields = ["id", "problem__slug", "user__username", "source_hash"]
     raw_id_fields = ["user", "problem", "problem_version", "run"]

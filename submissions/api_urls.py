@@ -1,3 +1,31 @@
-"""REST API routes (/api/...)."""
+"""REST API routes (/api/...): v1 endpoints, the OpenAPI schema and its docs page."""
 
-urlpatterns: list = []
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from submissions import api, events, views
+
+urlpatterns = [
+    path("v1/problems/", api.ProblemListApi.as_view(), name="api_problems"),
+    path(
+        "v1/problems/<int:level>/<int:number>/",
+        api.ProblemDetailApi.as_view(),
+        name="api_problem_detail",
+    ),
+    path("v1/hardware/", api.HardwareListApi.as_view(), name="api_hardware"),
+    path("v1/submissions/", api.SubmissionListCreateApi.as_view(), name="api_submissions"),
+    path("v1/submissions/batch/", api.SubmissionBatchApi.as_view(), name="api_submission_batch"),
+    path(
+        "v1/submissions/<int:pk>/",
+        api.SubmissionDetailApi.as_view(),
+        name="api_submission_detail",
+    ),
+    path(
+        "v1/submissions/<int:pk>/events/",
+        events.submission_events,
+        name="api_submission_events",
+    ),
+    path("v1/leaderboard/", include("leaderboard.api_urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("docs/", views.api_docs, name="api_docs"),
+]

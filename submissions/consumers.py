@@ -11,13 +11,15 @@ class SubmissionConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         self.submission_id = self.scope["url_route"]["kwargs"]["submission_id"]
+        # Relay first, then join, then the snapshot: a change committed at any point between
+        # is either in the snapshot or delivered as an event.
+        await relay.ensure_started()
+        self.group = submission_group(self.submission_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
         snapshot = await database_sync_to_async(self._snapshot)()
         if snapshot is None:
             await self.close(code=4404)
             return
-        self.group = submission_group(self.submission_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        relay.ensure_started()
         await self.accept()
         await self.send_json(snapshot)
 

@@ -1,13 +1,19 @@
 from django import forms
+from django.contrib.auth.forms import UserCreationForm
 
 from evaluation.models import Hardware
 from problems.models import Problem
-from submissions.models import Submission
+from submissions.models import ApiToken, Submission
 from submissions.services import PRECISIONS
 
 
+class ProblemChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, problem: Problem) -> str:
+        return f"{problem.slug} ({problem.name})" if problem.name else problem.slug
+
+
 class SubmissionForm(forms.Form):
-    problem = forms.ModelChoiceField(
+    problem = ProblemChoiceField(
         queryset=Problem.objects.exclude(status=Problem.Status.RETIRED).order_by("level", "number")
     )
     backend = forms.ChoiceField(choices=Submission.Backend.choices, initial="torch")
@@ -16,6 +22,7 @@ class SubmissionForm(forms.Form):
     source_file = forms.FileField(required=False, label="Upload a .py file")
     source = forms.CharField(
         required=False,
+        strip=False,
         label="or paste the code",
         widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code"}),
     )
@@ -25,3 +32,33 @@ class SubmissionForm(forms.Form):
         if not cleaned.get("source_file") and not (cleaned.get("source") or "").strip():
             raise forms.ValidationError("Upload a file or paste the code.")
         return cleaned
+
+
+class SubmissionFilterForm(forms.Form):
+    """The filters of a user's submission list; an invalid value is ignored, not an error."""
+
+    status = forms.ChoiceField(
+        choices=[("", "any status"), *Submission.Status.choices], required=False
+    )
+    verdict = forms.CharField(required=False)
+    backend = forms.ChoiceField(
+        choices=[("", "any backend"), *Submission.Backend.choices], required=False
+    )
+    hardware = forms.CharField(required=False)
+    problem = forms.CharField(required=False, label="problem contains")
+
+
+class SignupForm(UserCreationForm):
+    pass
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, required=False, help_text="To tell your tokens apart, e.g. 'my agent'."
+    )
+    scopes = forms.MultipleChoiceField(
+        choices=ApiToken.Scope.choices,
+        initial=[ApiToken.Scope.READ, ApiToken.Scope.SUBMIT],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="read: problems, hardware, your submissions; submit: new submissions.",
+    )

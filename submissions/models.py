@@ -223,7 +223,9 @@ class ApiToken(models.Model):
         return hashlib.sha256(key.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, *, user, name: str = "", scopes: list[str] | None = None) -> tuple["ApiToken", str]:
+    def issue(
+        cls, *, user, name: str = "", scopes: list[str] | None = None
+    ) -> tuple["ApiToken", str]:
         key = "kb_" + secrets.token_urlsafe(32)
         token = cls.objects.create(
             user=user,

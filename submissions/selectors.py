@@ -1,5 +1,8 @@
 """Read-side helpers shared by pages, the API and live events."""
 
+from django.db.models import Count, Q
+
+from evaluation.models import Hardware, Runner
 from submissions.models import Submission
 
 
@@ -45,3 +48,46 @@ def submission_status_payload(submission: Submission) -> dict:
         "attempts": submission.attempts,
         "evaluation": evaluation_summary(evaluation),
     }
+
+
+def can_see_logs(submission: Submission, user) -> bool:
+    """Compiler output, tracebacks, logs and seeds: the owner and admins only."""
+    return bool(user and user.is_authenticated and (user.is_staff or user.pk == submission.user_id))
+
+
+SUBMISSION_FILTERS = ("status", "verdict", "backend", "hardware", "level", "number")
+
+
+def user_submissions(*, user, filters: dict):
+    """A user's own submissions, newest first, narrowed by the filters that are set."""
+    submissions = Submission.objects.filter(user=user).select_related("problem", "hardware")
+    for field in ("status", "verdict", "backend"):
+        if filters.get(field):
+            submissions = submissions.filter(**{field: filters[field]})
+    if filters.get("hardware"):
+        submissions = submissions.filter(hardware__slug=filters["hardware"])
+    if filters.get("level"):
+        submissions = submissions.filter(problem__level=filters["level"])
+    if filters.get("number"):
+        submissions = submissions.filter(problem__number=filters["number"])
+    if filters.get("problem"):
+        submissions = submissions.filter(problem__slug__icontains=filters["problem"])
+    return submissions
+
+
+def hardware_overview() -> list[dict]:
+    """Every hardware with what it serves, its queue and its live runners (two grouped queries)."""
+    rows = Hardware.objects.annotate(
+        queued=Count("submissions", filter=Q(submissions__status=Submission.Status.QUEUED)),
+        running=Count("submissions", filter=Q(submissions__status=Submission.Status.RUNNING)),
+    )
+    online = dict(
+        Runner.objects.filter(last_seen__gte=Runner.online_since())
+        .values_list("hardware_id")
+        .annotate(n=Count("id"))
+        .values_list("hardware_id", "n")
+    )
+    return [
+        {"hardware": hw, "queued": hw.queued, "running": hw.running, "online": online.get(hw.pk, 0)}
+        for hw in rows
+    ]

@@ -6,5 +6,6 @@ urlpatterns = [
     path("", views.my_submissions, name="my_submissions"),
     path("new/", views.submission_new, name="submission_new"),
     path("<int:pk>/", views.submission_detail, name="submission_detail"),
+    path("<int:pk>/evaluation/", views.submission_evaluation, name="submission_evaluation"),
     path("<int:pk>/status.json", views.submission_status, name="submission_status"),
 ]

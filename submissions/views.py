@@ -1,55 +1,94 @@
+"""Web pages: submit, a submission's live page, a user's list; accounts and API tokens."""
+
+from django.apps import apps
+from django.contrib import messages
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.settings import spectacular_settings
+from drf_spectacular.views import SpectacularSwaggerView
 
-from submissions.forms import SubmissionForm
-from submissions.models import Submission
-from submissions.selectors import submission_status_payload
-from submissions.services import SubmissionError, decode_source, submission_create
+from problems.models import Problem
+from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
+from submissions.models import ApiToken, Submission
+from submissions.selectors import can_see_logs, submission_status_payload, user_submissions
+from submissions.services import (
+    SubmissionError,
+    api_token_create,
+    api_token_revoke,
+    decode_source,
+    submission_create,
+)
+
+# The same answers as the API gives for the same mistakes.
+ERROR_STATUS = {"too_large": 413, "retired": 409, "forbidden": 403}
+
+
+def _initial_problem(value: str) -> Problem | None:
+    if value.isdigit():
+        return Problem.objects.filter(pk=int(value)).first()
+    return Problem.objects.filter(slug=value).first()
 
 
 @login_required
 def submission_new(request):
     initial = {}
-    if "problem" in request.GET:
-        initial["problem"] = request.GET["problem"]
+    if request.GET.get("problem"):
+        initial["problem"] = _initial_problem(request.GET["problem"])
     form = SubmissionForm(request.POST or None, request.FILES or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        upload = data.get("source_file")
-        try:
-            source = decode_source(upload.read()) if upload else data["source"]
-            submission = submission_create(
-                user=request.user,
-                problem=data["problem"],
-                source=source,
-                backend=data["backend"],
-                hardware=data["hardware"],
-                precision=data["precision"],
-                filename=upload.name if upload else "",
-            )
-        except SubmissionError as error:
-            form.add_error(None, error.message)
-        else:
-            return redirect(submission)
-    status = 400 if request.method == "POST" else 200
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            data = form.cleaned_data
+            upload = data.get("source_file")
+            try:
+                source = decode_source(upload.read()) if upload else data["source"]
+                submission = submission_create(
+                    user=request.user,
+                    problem=data["problem"],
+                    source=source,
+                    backend=data["backend"],
+                    hardware=data["hardware"],
+                    precision=data["precision"],
+                    filename=upload.name if upload else "",
+                )
+            except SubmissionError as error:
+                form.add_error(None, error.message)
+                status = ERROR_STATUS.get(error.code, 400)
+            else:
+                return redirect(submission)
     return render(request, "submissions/new.html", {"form": form}, status=status)
+
+
+def _evaluation_context(request, submission: Submission) -> dict:
+    return {
+        "submission": submission,
+        "evaluation": submission.latest_evaluation,
+        "show_code": submission.code_visible_to(request.user),
+        "show_logs": can_see_logs(submission, request.user),
+    }
 
 
 def submission_detail(request, pk: int):
     submission = get_object_or_404(
         Submission.objects.select_related("problem", "hardware", "user", "model"), pk=pk
     )
-    evaluation = submission.latest_evaluation
+    context = _evaluation_context(request, submission)
+    context["status"] = submission_status_payload(submission)
+    return render(request, "submissions/detail.html", context)
+
+
+def submission_evaluation(request, pk: int):
+    """The evaluation part of the submission page, fetched by the page when a result lands."""
+    submission = get_object_or_404(Submission.objects.select_related("problem"), pk=pk)
     return render(
-        request,
-        "submissions/detail.html",
-        {
-            "submission": submission,
-            "evaluation": evaluation,
-            "show_code": submission.code_visible_to(request.user),
-            "status": submission_status_payload(submission),
-        },
+        request, "submissions/_evaluation.html", _evaluation_context(request, submission)
     )
 
 
@@ -61,15 +100,92 @@ def submission_status(request, pk: int):
 
 @login_required
 def my_submissions(request):
-    submissions = Submission.objects.filter(user=request.user).select_related(
-        "problem", "hardware"
-    )
-    for field in ("status", "verdict", "backend"):
-        value = request.GET.get(field)
-        if value:
-            submissions = submissions.filter(**{field: value})
+    filters = SubmissionFilterForm(request.GET or None)
+    values = filters.cleaned_data if filters.is_valid() else {}
+    submissions = user_submissions(user=request.user, filters=values)
+    page = Paginator(submissions, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(
         request,
         "submissions/list.html",
-        {"submissions": submissions[:200], "filters": request.GET},
+        {"page": page, "filters": filters, "query": query.urlencode()},
     )
+
+
+# ---- accounts -----------------------------------------------------------------------------------
+
+
+def signup(request):
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, f"Welcome, {user.username}.")
+        return redirect("profile")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+def _profile(request, *, form: TokenForm, new_key: str = "", status: int = 200):
+    tokens = ApiToken.objects.filter(user=request.user)
+    return render(
+        request,
+        "accounts/profile.html",
+        {"tokens": tokens, "form": form, "new_key": new_key},
+        status=status,
+    )
+
+
+@never_cache
+@login_required
+def profile(request):
+    return _profile(request, form=TokenForm())
+
+
+@never_cache
+@login_required
+@require_POST
+def token_create(request):
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        return _profile(request, form=form, status=400)
+    try:
+        token, key = api_token_create(
+            user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"]
+        )
+    except SubmissionError as error:
+        form.add_error("scopes", error.message)
+        return _profile(request, form=form, status=400)
+    # Rendered here, never stored or redirected with: the key is shown this once.
+    return _profile(request, form=TokenForm(), new_key=key)
+
+
+@login_required
+@require_POST
+def token_revoke(request, pk: int):
+    try:
+        token = api_token_revoke(user=request.user, token_id=pk)
+    except ApiToken.DoesNotExist:
+        return render(request, "accounts/token_missing.html", status=404)
+    messages.success(request, f"Token {token.prefix}… is revoked.")
+    return redirect("profile")
+
+
+# ---- API docs -----------------------------------------------------------------------------------
+
+
+def api_docs(request):
+    """Swagger UI when its assets come from an installed package (drf-spectacular-sidecar);
+    otherwise a plain page of the operations, rendered here from the same schema."""
+    if (
+        apps.is_installed("drf_spectacular_sidecar")
+        and spectacular_settings.SWAGGER_UI_DIST == "SIDECAR"
+    ):
+        return SpectacularSwaggerView.as_view(url_name="api_schema")(request)
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    operations = [
+        {"path": path, "method": method.upper(), **operation}
+        for path, methods in schema["paths"].items()
+        for method, operation in methods.items()
+    ]
+    return render(request, "submissions/api_docs.html", {"schema": schema, "ops": operations})

@@ -1,0 +1,33 @@
+"""The evaluator: correctness and timing of a candidate kernel against a reference problem.
+
+Plain Python plus torch (and triton); it imports no Django. The runner calls
+`evaluation.harness.sandbox.run_job`, which starts a sandboxed process tree:
+
+    runner (run_job)  ->  judge (trusted: reference, inputs, expected outputs, verdict)
+                              ->  worker (runs the candidate's ModelNew, nothing else)
+
+This module stays light (no torch import) so the runner can import the package cheaply.
+"""
+
+from __future__ import annotations
+
+# Bumped whenever a change can alter a verdict or a timing; stored with every evaluation.
+EVALUATOR_VERSION = "kbsite-harness 0.1.0"
+
+VERDICTS = (
+    "correct",
+    "incorrect",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "out_of_memory",
+    "rejected",
+    "harness_error",
+)
+
+
+def run_job(job: dict, *, on_event=None) -> dict:
+    """Shortcut to `evaluation.harness.sandbox.run_job` (imported lazily)."""
+    from .sandbox import run_job as _run_job
+
+    return _run_job(job, on_event=on_event)

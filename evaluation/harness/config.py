@@ -1,0 +1,94 @@
+"""Job defaults and validation. No torch here: the runner process imports this module."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+BACKENDS = ("torch", "cuda", "triton", "cpp")
+PRECISIONS = ("fp32", "fp16", "bf16")
+# "compile" builds (and caches) the candidate only, e.g. ahead of its evaluation.
+MODES = ("evaluate", "compile")
+
+# DESIGN.md: fp32 1e-4 by default, fp16/bf16 1e-2 (used for both atol and rtol).
+DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+
+DEFAULT_TIMING: dict[str, Any] = {
+    "warmup": 3,  # untimed calls before measuring (compilation caches, allocator, clocks)
+    "min_reps": 10,
+    "max_reps": 200,
+    # Stop once the standard error of the median is below this share of the median.
+    "target_rel_err": 0.005,
+    "max_seconds": 10.0,  # cap on the timed loop of one model (warm-up excluded)
+    "sets": 3,  # distinct input sets used in rotation, so no per-input caching pays
+    "flush_l2": True,  # GPU only
+}
+
+DEFAULT_LIMITS: dict[str, Any] = {
+    # RLIMIT_AS of the candidate worker, in MiB. "auto": 3/4 of the host's memory on the CPU,
+    # none on a GPU (CUDA reserves huge virtual ranges and breaks under RLIMIT_AS).
+    "address_space_mb": "auto",
+    "open_files": 4096,
+    # RLIMIT_NPROC counts every process and thread of the user, so it is only a loose bound.
+    "processes": 4096,
+    "file_size_mb": None,  # off by default: tensor transfers use memfds, limited by it too
+    "core_dumps": False,
+}
+
+DEFAULT_TIME_LIMIT_S = 600.0
+DEFAULT_N_TRIALS = 5
+DEFAULT_LOG_LIMIT = 64 * 1024  # bytes kept per stream (head and tail), with a marker between
+
+
+class JobError(ValueError):
+    """The job itself is malformed (a harness_error, never the candidate's fault)."""
+
+
+def is_cuda_device(device: str) -> bool:
+    return device == "cuda" or device.startswith("cuda:")
+
+
+def normalize_job(job: dict) -> dict:
+    """Return a full copy of `job` with defaults filled in; raise JobError on bad values."""
+    if not isinstance(job, dict):
+        raise JobError("job must be a dict")
+    out = dict(job)
+    out.setdefault("mode", "evaluate")
+    for key in ("reference_source", "candidate_source"):
+        if out["mode"] in MODES and not isinstance(out.get(key), str):
+            raise JobError(f"{key} must be a string")
+    out.setdefault("backend", "torch")
+    if out["backend"] not in BACKENDS:
+        raise JobError(f"unknown backend {out['backend']!r}")
+    out.setdefault("precision", "fp32")
+    if out["precision"] not in PRECISIONS:
+        raise JobError(f"unknown precision {out['precision']!r}")
+    default_tol = DEFAULT_TOLERANCE[out["precision"]]
+    for key in ("atol", "rtol"):
+        value = out.get(key)
+        out[key] = float(default_tol if value is None else value)
+    out["device"] = str(out.get("device") or "cpu")
+    if out["device"] != "cpu" and not is_cuda_device(out["device"]):
+        raise JobError(f"unknown device {out['device']!r}")
+    if out["backend"] == "cuda" and out["device"] == "cpu":
+        raise JobError("backend 'cuda' needs a CUDA device")
+    seed = out.get("seed")
+    if seed is None:
+        # A seed the submitter cannot know; the server normally picks and stores it.
+        seed = int.from_bytes(os.urandom(8), "little") >> 1
+    out["seed"] = int(seed)
+    out["n_trials"] = int(out.get("n_trials") or DEFAULT_N_TRIALS)
+    if out["n_trials"] < 1:
+        raise JobError("n_trials must be at least 1")
+    timing = dict(DEFAULT_TIMING)
+    timing.update(out.get("timing") or {})
+    out["timing"] = timing
+    limits = dict(DEFAULT_LIMITS)
+    limits.update(out.get("limits") or {})
+    out["limits"] = limits
+    out.setdefault("build_dir", None)
+    out["time_limit_s"] = float(out.get("time_limit_s") or DEFAULT_TIME_LIMIT_S)
+    out["log_limit"] = int(out.get("log_limit") or DEFAULT_LOG_LIMIT)
+    # Set to False to skip timing (correctness only), e.g. for quick checks.
+    out.setdefault("measure", True)
+    return out

@@ -1,0 +1,501 @@
+"""The judge: the trusted process of an evaluation, started by `sandbox.run_job`.
+
+It loads the reference, derives every seed from the server's seed, builds inputs, spawns the
+candidate worker and sends it copies, computes the expected outputs only after the worker has
+returned its own (so they exist nowhere the candidate could have read them first), compares,
+times the reference by the same method the worker times the candidate, cross-checks the worker's
+timing against its own clock, and decides the verdict. The candidate's code never runs here.
+
+Protocol with the sandbox: the job arrives as JSON on --job-fd; events and, last, the result are
+JSON lines on --event-fd. Stdout/stderr are not used for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import EVALUATOR_VERSION
+from .errors import short_message, signal_name
+from .process import LogCapture, make_preexec, resolve_limits
+
+REFERENCE_MODULE = "kb_reference"
+
+
+class Verdict(Exception):  # noqa: N818 - a result, not an error
+    """Ends the evaluation early with a verdict (raised from deep inside the flow)."""
+
+    def __init__(self, verdict: str, error: str, **fields: Any):
+        super().__init__(error)
+        self.verdict, self.error, self.fields = verdict, error, fields
+
+
+class Events:
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def emit(self, event: dict) -> None:
+        data = (json.dumps(event, default=str) + "\n").encode()
+        try:
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+        except OSError:
+            pass  # the runner went away; nothing to tell it
+
+
+class WorkerHandle:
+    """The candidate worker process and its private channel."""
+
+    def __init__(self, device: str, limits: dict, log_limit: int, workdir: Path):
+        from .protocol import Channel
+
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        mem_judge = os.memfd_create("kb-judge-to-worker")  # written by the judge only
+        mem_worker = os.memfd_create("kb-worker-to-judge")  # written by the worker only
+        child_fds = (to_worker_r, from_worker_w, mem_worker, mem_judge)
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "evaluation.harness.worker",
+             "--fds", ",".join(str(f) for f in child_fds), "--device", device],
+            cwd=str(workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=child_fds,
+            preexec_fn=make_preexec(resolve_limits(limits, device != "cpu")),
+        )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self.stdout = LogCapture(self.proc.stdout, log_limit)
+        self.stderr = LogCapture(self.proc.stderr, log_limit)
+        self.channel = Channel(from_worker_r, to_worker_w, mem_judge, mem_worker, device=device)
+        self.pids: set[int] = set()
+
+    def post(self, header: dict, value: Any = None, *, phase: str) -> None:
+        """Send a request without waiting for its reply (collected later with request(None))."""
+        try:
+            self.channel.send(header, value)
+        except OSError as exc:
+            raise self.crash_verdict(phase, exc) from None
+
+    def request(self, header: dict | None, value: Any = None, *, deadline: float, phase: str):
+        """Send a request and wait for the reply; crashes and timeouts become Verdicts."""
+        from .protocol import ProtocolError
+
+        try:
+            if header is not None:
+                self.channel.send(header, value)
+            reply, out = self.channel.recv(timeout=max(deadline - time.monotonic(), 0.001))
+        except TimeoutError:
+            self.kill()
+            raise Verdict("timeout", f"time limit reached during {phase}") from None
+        except (ProtocolError, OSError) as exc:
+            raise self.crash_verdict(phase, exc) from None
+        finally:
+            if header is not None and value is not None:
+                self.channel.release()
+        if "pid" in reply and isinstance(reply["pid"], int):
+            self.pids.add(reply["pid"])
+        return reply, out
+
+    def crash_verdict(self, phase: str, exc: BaseException) -> Verdict:
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc is None:
+            self.kill()
+            return Verdict("runtime_error", f"the worker sent a malformed reply during {phase}: {exc}")
+        sig = signal_name(rc)
+        if sig:
+            hint = " (killed: out of memory or an external limit)" if sig == "SIGKILL" else ""
+            return Verdict("runtime_error", f"crashed: {sig} during {phase}{hint}", signal=sig)
+        return Verdict("runtime_error", f"the candidate process exited with status {rc} during {phase}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.channel.send({"cmd": "exit"})
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def logs(self) -> dict[str, str]:
+        return {"stdout": self.stdout.text(), "stderr": self.stderr.text()}
+
+
+def _summary(stats: dict | None) -> dict | None:
+    from .timing import summarize
+
+    return summarize(stats["samples_ms"]) if stats else None
+
+
+class Judge:
+    def __init__(self, job: dict, events: Events, workdir: Path):
+        self.job = job
+        self.events = events
+        self.workdir = workdir
+        self.device: str = job["device"]
+        self.started = time.monotonic()
+        limit = float(job["time_limit_s"])
+        # Stop a little before the sandbox's hard kill, so the result still carries the logs.
+        # The sandbox sets the deadline on the wall clock (shared across processes).
+        epoch = job.get("deadline_epoch")
+        if isinstance(epoch, (int, float)):
+            self.deadline = self.started + (epoch - time.time())
+        else:
+            self.deadline = self.started + limit - min(10.0, max(1.0, 0.1 * limit))
+        self.result: dict[str, Any] = {
+            "verdict": None,
+            "correct": False,
+            "error": "",
+            "traceback": "",
+            "compile_log": "",
+            "trials": [],
+            "candidate": None,
+            "reference": None,
+            "speedup": None,
+            "flags": [],
+            "environment": {},
+            "seeds": {},
+            "phases": {},
+            "logs": {"stdout": "", "stderr": ""},
+            "evaluator_version": EVALUATOR_VERSION,
+            "pids": [],
+            "compile": {},
+            "timing_detail": {},
+        }
+        self.worker: WorkerHandle | None = None
+
+    def phase(self, name: str) -> None:
+        self.events.emit({"type": "phase", "phase": name})
+
+    def add_phase_time(self, name: str, seconds: float) -> None:
+        phases = self.result["phases"]
+        phases[name] = phases.get(name, 0.0) + seconds
+
+    # --- the evaluate flow -------------------------------------------------------------------
+    def evaluate(self) -> dict:
+        job = self.job
+        try:
+            self._evaluate()
+        except Verdict as v:
+            self.result["verdict"] = v.verdict
+            self.result["error"] = v.error
+            for key, value in v.fields.items():
+                if key in ("traceback", "compile_log"):
+                    self.result[key] = value or self.result[key]
+                else:
+                    self.result.setdefault("details", {})[key] = value
+        finally:
+            if self.worker is not None:
+                self.worker.close()
+                self.result["logs"] = self.worker.logs()
+                self.result["pids"] = sorted(self.worker.pids)
+        self.result["mode"] = job.get("mode", "evaluate")
+        self.result["correct"] = self.result["verdict"] == "correct"
+        self.result["backend"] = job["backend"]
+        self.result["precision"] = job["precision"]
+        self.result["tolerance"] = {"atol": job["atol"], "rtol": job["rtol"]}
+        return self.result
+
+    def _evaluate(self) -> None:
+        job = self.job
+        device, precision = self.device, job["precision"]
+        # Start the worker first: its interpreter start and torch import overlap ours.
+        self.worker = WorkerHandle(device, job["limits"], job["log_limit"], self.workdir / "worker")
+
+        import torch
+
+        from . import environment
+        from .loading import (
+            build_model, derive_seed, make_init_inputs, make_inputs, module_from_source,
+            source_hash,
+        )
+
+        if device != "cpu" and not torch.cuda.is_available():
+            raise Verdict("harness_error", f"device {device} requested but CUDA is not available")
+        self.result["environment"] = environment.collect(device)
+        self.result["source_hashes"] = {
+            "reference": source_hash(job["reference_source"]),
+            "candidate": source_hash(job["candidate_source"]),
+        }
+        seed = job["seed"]
+        n = job["n_trials"]
+        n_sets = max(1, int(job["timing"].get("sets", 3)))
+        seeds = {
+            "server": seed,
+            "init": derive_seed(seed, "init"),
+            "trials": [derive_seed(seed, "trial", k) for k in range(1, n + 1)],
+            "timing": [derive_seed(seed, "timing", j) for j in range(n_sets)],
+        }
+        self.result["seeds"] = seeds
+        try:
+            reference = module_from_source(job["reference_source"], REFERENCE_MODULE)
+            init_inputs = make_init_inputs(reference, seeds["init"])
+        except Exception as exc:  # noqa: BLE001
+            raise Verdict("harness_error", f"the reference failed to load: {short_message(exc)}",
+                          traceback=traceback.format_exc(limit=-5)) from None
+
+        # Worker ready?
+        reply, _ = self.worker.request(None, deadline=self.deadline, phase="start")
+        self.add_phase_time("worker_start", time.perf_counter() - self.worker.started)
+
+        # Compile / load the candidate (the worker does it while we build the reference).
+        self.phase("compiling")
+        t0 = time.perf_counter()
+        self.worker.post(
+            {"cmd": "load", "source": job["candidate_source"], "backend": job["backend"],
+             "precision": precision, "init_seed": seeds["init"], "build_dir": job["build_dir"]},
+            init_inputs, phase="compile",
+        )
+        try:
+            ref_model = build_model(reference.Model, init_inputs, seeds["init"], device, precision)
+        except Exception as exc:  # noqa: BLE001
+            raise Verdict("harness_error", f"the reference model failed to build: "
+                          f"{short_message(exc)}") from None
+        reply, _ = self.worker.request(None, deadline=self.deadline, phase="compile")
+        self.worker.channel.release()
+        self.add_phase_time("compile", float(reply.get("compile_s") or 0.0))
+        self.add_phase_time("load", time.perf_counter() - t0)
+        self.result["compile_log"] = str(reply.get("compile_log") or "")
+        self.result["compile"] = {
+            k: reply.get(k)
+            for k in ("cache_hit", "compiled", "compile_s", "load_s", "cache_key", "extensions")
+        }
+        if not reply.get("ok"):
+            raise self._failure(reply)
+
+        if job.get("mode") == "compile":
+            # Build (and cache) only: lets a runner compile ahead on CPU cores while the GPU
+            # serves another evaluation. Not an evaluation, so not one of its verdicts.
+            self.result["verdict"] = "compiled"
+            return
+
+        # Correctness.
+        self.phase("checking")
+        for k in range(1, n + 1):
+            self.events.emit({"type": "trial", "k": k, "n": n})
+            t0 = time.perf_counter()
+            inputs = make_inputs(reference, seeds["trials"][k - 1], device, precision)
+            self.add_phase_time("inputs", time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            reply, outputs = self.worker.request({"cmd": "run", "k": k}, inputs,
+                                                 deadline=self.deadline, phase=f"trial {k}")
+            if not reply.get("ok"):
+                self.add_phase_time("correctness", time.perf_counter() - t0)
+                self.result["trials"].append({"k": k, "passed": False,
+                                              "error": reply.get("error", "")})
+                raise self._failure(reply)
+            # Expected outputs only now, after the candidate has produced its own.
+            with torch.no_grad():
+                expected = ref_model(*inputs)
+            trial = self._compare(k, expected, outputs)
+            trial["flags"] = [f for f in reply.get("flags", []) if isinstance(f, str)][:10]
+            self.result["trials"].append(trial)
+            self.events.emit({"type": "trial_result", "k": k, "n": n, "passed": trial["passed"],
+                              "max_abs_diff": trial["max_abs_diff"]})
+            del expected, outputs, inputs
+            self.add_phase_time("correctness", time.perf_counter() - t0)
+            if trial["flags"]:
+                self.result["flags"].extend(f for f in trial["flags"]
+                                            if f not in self.result["flags"])
+                raise Verdict("rejected", f"trial {k}: " + ", ".join(trial["flags"]).replace(
+                    "_", " "))
+            if not trial["passed"]:
+                raise Verdict("incorrect", f"trial {k}: {trial.get('reason', 'mismatch')}")
+
+        if not job.get("measure", True):
+            self.result["verdict"] = "correct"
+            return
+
+        # Timing: same function, same input sets, same device, candidate then reference.
+        self.phase("timing")
+        t0 = time.perf_counter()
+        sets = [make_inputs(reference, s, device, precision) for s in seeds["timing"]]
+        self.add_phase_time("inputs", time.perf_counter() - t0)
+        t_timing = time.perf_counter()
+        self._time_candidate_and_reference(ref_model, sets)
+        self.add_phase_time("timing", time.perf_counter() - t_timing)
+        self.result["verdict"] = "correct"
+
+    def _time_candidate_and_reference(self, ref_model: Any, sets: list) -> None:
+        from .timing import time_callable
+
+        timing_cfg = dict(self.job["timing"])
+        # The sets travel first, acknowledged, so the timed request below carries no transfer.
+        reply, _ = self.worker.request({"cmd": "sets"}, sets, deadline=self.deadline,
+                                       phase="timing")
+        if not reply.get("ok"):
+            raise self._failure(reply)
+        t0 = time.perf_counter()
+        reply, _ = self.worker.request({"cmd": "time", "timing": timing_cfg},
+                                       deadline=self.deadline, phase="timing")
+        cand_batch_ms = (time.perf_counter() - t0) * 1e3
+        if not reply.get("ok"):
+            raise self._failure(reply)
+        cand = _clean_stats(reply)
+        t0 = time.perf_counter()
+        ref = time_callable(ref_model, sets, self.device, **timing_cfg)
+        ref_batch_ms = (time.perf_counter() - t0) * 1e3
+        self.result["candidate"] = _summary(cand)
+        self.result["reference"] = _summary(ref)
+        if self.result["candidate"] and self.result["reference"]:
+            c = self.result["candidate"]["median_ms"]
+            r = self.result["reference"]["median_ms"]
+            self.result["speedup"] = r / c if c > 0 else None
+        self.result["timing_detail"] = {
+            "candidate": {k: cand[k] for k in ("n", "stopped", "rel_err", "input_sets")},
+            "reference": {k: ref[k] for k in ("n", "stopped", "rel_err", "input_sets")},
+            "cross_check": self._cross_check(cand, cand_batch_ms, ref, ref_batch_ms),
+        }
+
+    def _cross_check(self, cand: dict, cand_batch_ms: float, ref: dict, ref_batch_ms: float):
+        """Hold the worker's reported times against what the judge's own clock saw.
+
+        The judge timed the whole batch from outside. Whatever the worker's report leaves
+        unexplained (batch time minus reported calls) is overhead: flushes, synchronisation,
+        the reply. The reference, timed here by the same function, shows how much overhead per
+        call is normal; a candidate whose unexplained time is far larger under-reported.
+        """
+        def reported(stats: dict) -> float:
+            return sum(stats["wall_ms"]) + sum(stats["warmup_ms"])
+
+        calls_c = len(cand["wall_ms"]) + len(cand["warmup_ms"])
+        calls_r = len(ref["wall_ms"]) + len(ref["warmup_ms"])
+        ref_overhead = max(ref_batch_ms - reported(ref), 0.0) / max(calls_r, 1)
+        cand_unexplained = cand_batch_ms - reported(cand)
+        allowed = calls_c * (3 * ref_overhead + 0.2) + 250.0  # + a fixed allowance for the reply
+        check = {
+            "judge_batch_ms": cand_batch_ms,
+            "reported_ms": reported(cand),
+            "unexplained_ms": cand_unexplained,
+            "allowed_ms": allowed,
+            "judge_ms_per_call_upper_bound": cand_batch_ms / max(calls_c, 1),
+        }
+        if cand_unexplained > allowed:
+            self.result["flags"].append("timing_underreported")
+        if cand_unexplained < -max(5.0, 0.05 * cand_batch_ms):
+            self.result["flags"].append("timing_overreported")
+        if self.device != "cpu" and cand["samples_ms"]:
+            # Work on another stream: the end event does not wait for it, the device-wide
+            # synchronise does, so the host interval grows past the event interval.
+            gaps = [w - s for w, s in zip(cand["wall_ms"], cand["samples_ms"], strict=False)]
+            gap = statistics.median(gaps)
+            med = statistics.median(cand["samples_ms"])
+            check["median_wall_minus_event_ms"] = gap
+            if gap > 0.05 + 0.5 * med:
+                self.result["flags"].append("unsynchronized_work")
+        return check
+
+    def _compare(self, k: int, expected: Any, outputs: Any) -> dict:
+        from .compare import compare_outputs
+
+        res = compare_outputs(expected, outputs, atol=self.job["atol"], rtol=self.job["rtol"],
+                              expected_device=self.device)
+        trial = {"k": k, **res}
+        return trial
+
+    def _failure(self, reply: dict) -> Verdict:
+        verdict = reply.get("verdict")
+        if verdict not in ("compile_error", "runtime_error", "out_of_memory", "incorrect"):
+            verdict = "runtime_error"
+        return Verdict(verdict, str(reply.get("error") or "")[:4000],
+                       traceback=str(reply.get("traceback") or "")[:16000],
+                       compile_log=str(reply.get("compile_log") or "")[:200000] or None)
+
+
+def _clean_stats(reply: dict) -> dict:
+    """The worker's timing reply, checked for shape (it is untrusted)."""
+    out: dict[str, Any] = {}
+    for key in ("samples_ms", "wall_ms", "warmup_ms"):
+        values = reply.get(key)
+        if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
+            raise Verdict("runtime_error", "the worker sent malformed timing data")
+        out[key] = [float(v) for v in values]
+    if not out["samples_ms"] or len(out["samples_ms"]) != len(out["wall_ms"]):
+        raise Verdict("runtime_error", "the worker sent malformed timing data")
+    if min(out["samples_ms"]) < 0:
+        raise Verdict("runtime_error", "the worker sent negative times")
+    out["n"] = len(out["samples_ms"])
+    out["stopped"] = str(reply.get("stopped"))[:20]
+    rel = reply.get("rel_err")
+    out["rel_err"] = float(rel) if isinstance(rel, (int, float)) else None
+    out["input_sets"] = reply.get("input_sets") if isinstance(reply.get("input_sets"), int) else None
+    return out
+
+
+def run_mode(job: dict, events: Events, workdir: Path) -> dict:
+    mode = job.get("mode", "evaluate")
+    if mode in ("evaluate", "compile"):
+        return Judge(job, events, workdir).evaluate()
+    # Other modes (validate, baseline) live in their own modules with a `run(job, events,
+    # workdir) -> dict` entry point, e.g. evaluation/harness/validate.py.
+    module_name = {"validate": "validate", "baseline": "validate"}.get(mode, mode)
+    try:
+        module = importlib.import_module(f".{module_name}", __package__)
+    except ImportError:
+        return {"verdict": "harness_error", "correct": False, "error": f"unknown mode {mode!r}",
+                "evaluator_version": EVALUATOR_VERSION}
+    return module.run(job, events, workdir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--job-fd", type=int, required=True)
+    parser.add_argument("--event-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    try:
+        # Our memory (the expected outputs) is not readable through /proc or ptrace by other
+        # processes of the same user that lack CAP_SYS_PTRACE.
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    except (OSError, AttributeError):
+        pass
+    with os.fdopen(args.job_fd, "rb") as f:
+        job = json.loads(f.read())
+    events = Events(args.event_fd)
+    events.emit({"type": "started"})
+    try:
+        result = run_mode(job, events, Path.cwd())
+    except Exception as exc:  # noqa: BLE001 - a bug of ours, reported as such
+        result = {
+            "verdict": "harness_error",
+            "correct": False,
+            "error": f"harness error: {short_message(exc)}",
+            "traceback": "".join(traceback.format_exception(exc))[-8000:],
+            "evaluator_version": EVALUATOR_VERSION,
+        }
+    events.emit({"type": "result", "result": result})
+    # Nothing is left to say; skip the interpreter's (and CUDA's) slow teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

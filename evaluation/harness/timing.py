@@ -1,0 +1,142 @@
+"""Timing: one method for candidate and reference, on the CPU and on a GPU.
+
+Per timed call: (GPU) flush the L2 by writing a buffer larger than it, synchronise the whole
+device, record an event, call, record an event, synchronise the whole device again. The sample is
+the event interval; the host wall-clock of the same interval is kept too, so work left running on
+another stream (which the end event does not wait for, but the device-wide synchronise does)
+shows up as a gap between the two. On the CPU the sample is time.perf_counter around the call.
+
+Input sets rotate so a result cannot be cached per input, and repetitions continue until the
+median is stable (its standard error below a share of it) or a cap is hit.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+_flush_buffers: dict[str, torch.Tensor] = {}
+
+
+def l2_flush_buffer(device: str) -> torch.Tensor:
+    """A buffer at least twice the device's L2 (and at least 256 MiB), allocated once."""
+    buf = _flush_buffers.get(device)
+    if buf is None:
+        props = torch.cuda.get_device_properties(torch.device(device))
+        l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+        nbytes = max(2 * l2, 256 * 1024 * 1024)
+        buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+        _flush_buffers[device] = buf
+    return buf
+
+
+def median_rel_err(samples: Sequence[float]) -> float:
+    """Relative standard error of the median, from a robust spread (MAD), for the stop rule."""
+    n = len(samples)
+    if n < 3:
+        return math.inf
+    med = statistics.median(samples)
+    if med <= 0:
+        return math.inf
+    mad = statistics.median(abs(x - med) for x in samples)
+    sigma = 1.4826 * mad
+    return 1.2533 * sigma / math.sqrt(n) / med
+
+
+def summarize(samples: Sequence[float]) -> dict[str, Any] | None:
+    if not samples:
+        return None
+    return {
+        "median_ms": statistics.median(samples),
+        "mean_ms": statistics.fmean(samples),
+        "std_ms": statistics.stdev(samples) if len(samples) > 1 else 0.0,
+        "min_ms": min(samples),
+        "max_ms": max(samples),
+        "n": len(samples),
+    }
+
+
+def time_callable(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    device: str,
+    *,
+    warmup: int = 3,
+    min_reps: int = 10,
+    max_reps: int = 200,
+    target_rel_err: float = 0.005,
+    max_seconds: float = 10.0,
+    flush_l2: bool = True,
+    **_ignored: Any,
+) -> dict[str, Any]:
+    """Time `fn(*inputs)` over the input sets in rotation. Returns raw samples (ms) and facts.
+
+    Called with the same arguments for the candidate (in the worker) and the reference (in the
+    judge). Extra keyword arguments from the job's timing dict are ignored.
+    """
+    if not input_sets:
+        raise ValueError("no input sets to time with")
+    on_gpu = device != "cpu"
+    n_sets = len(input_sets)
+    flush = l2_flush_buffer(device) if on_gpu and flush_l2 else None
+
+    def sync() -> None:
+        if on_gpu:
+            torch.cuda.synchronize(torch.device(device))
+
+    warmup_ms: list[float] = []
+    samples: list[float] = []
+    wall: list[float] = []
+    stopped = "max_reps"
+    with torch.no_grad():
+        for i in range(max(0, int(warmup))):
+            t0 = time.perf_counter()
+            out = fn(*input_sets[i % n_sets])
+            sync()
+            warmup_ms.append((time.perf_counter() - t0) * 1e3)
+            del out
+        if on_gpu:
+            start_ev = torch.cuda.Event(enable_timing=True)
+            end_ev = torch.cuda.Event(enable_timing=True)
+        loop_start = time.perf_counter()
+        for rep in range(max(1, int(max_reps))):
+            inputs = input_sets[rep % n_sets]
+            if on_gpu:
+                if flush is not None:
+                    flush.zero_()
+                sync()
+                t0 = time.perf_counter()
+                start_ev.record()
+                out = fn(*inputs)
+                end_ev.record()
+                sync()
+                t1 = time.perf_counter()
+                samples.append(start_ev.elapsed_time(end_ev))
+            else:
+                t0 = time.perf_counter()
+                out = fn(*inputs)
+                t1 = time.perf_counter()
+                samples.append((t1 - t0) * 1e3)
+            wall.append((t1 - t0) * 1e3)
+            del out
+            n = len(samples)
+            if n >= min_reps and median_rel_err(samples) <= target_rel_err:
+                stopped = "stable"
+                break
+            if time.perf_counter() - loop_start > max_seconds and n >= min(3, max_reps):
+                stopped = "max_seconds"
+                break
+    return {
+        "samples_ms": samples,
+        "wall_ms": wall,
+        "warmup_ms": warmup_ms,
+        "n": len(samples),
+        "input_sets": n_sets,
+        "stopped": stopped,
+        "rel_err": median_rel_err(samples),
+    }

@@ -1,0 +1,596 @@
+"""Reference-only modes of the judge: validating a problem, and measuring its baselines.
+
+The judge (`judge.run_mode`) calls `run(job, events, workdir)` for jobs whose mode is "validate"
+or "baseline"; it runs in the sandboxed child like an evaluation, and imports no Django.
+
+validate: the reference loads and runs; it gives the same outputs when called twice and when
+rebuilt from the same seed; its outputs are finite, not one constant, not so close to zero that
+zeros pass, and change when its inputs (each of them) change; its peak memory and time are
+measured. Every problem found is a finding {"code", "message"} whose message says in plain words
+what was seen and why it matters. Facts that do not block publishing are notes.
+
+baseline: the reference's time, eager and under torch.compile, by `timing.time_callable`, the
+method that times candidates.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import EVALUATOR_VERSION
+from .errors import is_oom, short_message
+
+REFERENCE_MODULE = "kb_reference"
+GIB = 1024**3
+SMALL_CARD_BYTES = 24 * GIB  # the memory of common 24 GB cards
+_CHUNK = 1 << 24  # elements per step when scanning outputs, so huge outputs need little memory
+
+
+def _timing_options(job: dict) -> dict:
+    """The job's timing settings as time_callable's keywords (the set count is ours to use)."""
+    return {k: v for k, v in job["timing"].items() if k not in ("sets", "input_sets")}
+
+
+def _set_count(job: dict, default: int) -> int:
+    return max(1, int(job["timing"].get("sets", default)))
+
+
+class _Stop(Exception):  # ends a validation early with what was found
+    pass
+
+
+def run(job: dict, events: Any, workdir: Path) -> dict:
+    if job.get("mode") == "baseline":
+        return measure_baseline(job, events.emit)
+    return validate(job, events.emit)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _call(model: Any, inputs: list, device: str) -> Any:
+    """One forward on copies of the inputs (a reference that changes its inputs in place must
+    not change what the next check sees)."""
+    import torch
+
+    from .loading import clone_value, synchronize
+
+    with torch.no_grad():
+        outputs = model(*clone_value(inputs))
+    synchronize(device)
+    return outputs
+
+
+def _positions(outputs: Any) -> list:
+    """The output's leaves in order, numbers as tensors (so every check handles one kind)."""
+    import torch
+
+    if isinstance(outputs, (list, tuple)):
+        leaves: list = []
+        for value in outputs:
+            leaves.extend(_positions(value))
+        return leaves
+    if isinstance(outputs, (bool, int, float)):
+        outputs = torch.tensor(outputs)
+    if isinstance(outputs, torch.Tensor) and outputs.dtype == torch.bool:
+        outputs = outputs.to(torch.uint8)  # so min, max and abs work on it
+    return [outputs]
+
+
+def _scan(tensor: Any, step) -> bool:
+    """True when `step(chunk)` is true for every chunk of the flattened tensor."""
+    flat = tensor.detach().reshape(-1)
+    return all(step(flat[start:start + _CHUNK]) for start in range(0, flat.numel(), _CHUNK))
+
+
+def _fits_constant(tensors: list, value: float, atol: float, rtol: float) -> bool:
+    """Would a tensor filled with `value` pass the comparison against each of `tensors`?"""
+    import torch
+
+    def step(chunk) -> bool:
+        if not chunk.is_floating_point():
+            return bool((chunk == value).all())
+        expected = chunk.to(torch.float64)
+        allowed = atol + rtol * expected.abs()
+        return bool(((expected - value).abs() <= allowed).all())
+
+    return all(_scan(t, step) for t in tensors)
+
+
+def _value_range(tensors: list) -> tuple[float, float]:
+    low = min(float(t.min()) for t in tensors if t.numel())
+    high = max(float(t.max()) for t in tensors if t.numel())
+    return low, high
+
+
+def _max_abs(tensors: list) -> float:
+    return max((float(t.detach().abs().max()) for t in tensors if t.numel()), default=0.0)
+
+
+def _nonfinite(outputs: Any) -> tuple[int, int]:
+    import torch
+
+    bad = total = 0
+    for t in _positions(outputs):
+        if not isinstance(t, torch.Tensor):
+            continue
+        total += t.numel()
+        if t.is_floating_point() or t.is_complex():
+            bad += int((~torch.isfinite(t)).sum())
+    return bad, total
+
+
+def _describe_input(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    return type(value).__name__
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+    try:
+        return bool(a == b)
+    except Exception:  # values that cannot be compared count as different
+        return False
+
+
+class _Memory:
+    """Peak memory of the reference: the device's allocator on a GPU, the process's peak
+    resident size on the CPU (which includes the interpreter and torch)."""
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def reset(self) -> None:
+        if self.device != "cpu":
+            import torch
+
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak(self) -> tuple[int, str]:
+        if self.device != "cpu":
+            import torch
+
+            return int(torch.cuda.max_memory_allocated(self.device)), "device allocator peak"
+        return (
+            int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
+            "process peak resident memory",
+        )
+
+
+# --- validate ------------------------------------------------------------------------------------
+
+
+class Validator:
+    def __init__(self, job: dict, emit):
+        self.job = job
+        self.emit = emit
+        self.device: str = job["device"]
+        self.precision: str = job["precision"]
+        self.atol: float = float(job["atol"])
+        self.rtol: float = float(job["rtol"])
+        self.findings: list[dict] = []
+        self.notes: list[dict] = []
+        self.checks: dict[str, Any] = {}
+        self.result: dict[str, Any] = {
+            "mode": "validate",
+            "verdict": "validated",  # the validation ran; `status` says what it found
+            "status": "passed",
+            "findings": self.findings,
+            "notes": self.notes,
+            "checks": self.checks,
+            "peak_memory_bytes": None,
+            "reference": None,
+            "environment": {},
+            "seeds": {},
+            "phases": {},
+            "error": "",
+            "traceback": "",
+            "evaluator_version": EVALUATOR_VERSION,
+            "tolerance": {"atol": self.atol, "rtol": self.rtol},
+        }
+
+    def find(self, code: str, message: str, **facts: Any) -> None:
+        if all(f["code"] != code for f in self.findings):
+            self.findings.append({"code": code, "message": message, **facts})
+
+    def phase(self, name: str) -> None:
+        self.emit({"type": "phase", "phase": name})
+
+    def agree(self, expected: Any, actual: Any) -> dict:
+        from .compare import compare_outputs
+
+        return compare_outputs(
+            expected, actual, atol=self.atol, rtol=self.rtol, expected_device=self.device
+        )
+
+    def tolerance_text(self) -> str:
+        return f"atol {self.atol:g}, rtol {self.rtol:g}"
+
+    def fail(self, stage: str, exc: BaseException) -> _Stop:
+        if is_oom(exc):
+            self.find(
+                "out_of_memory",
+                f"The reference ran out of memory while it {stage} on {self.device} "
+                f"({short_message(exc, 300)}). Its inputs or weights are too large for this "
+                "hardware, so nothing can be evaluated against it here.",
+            )
+        else:
+            self.find(
+                "does_not_run",
+                f"The reference failed while it {stage}: {short_message(exc, 600)}. Nothing "
+                "can be evaluated against a reference that does not run.",
+            )
+        self.result["status"] = "failed"
+        self.result["error"] = short_message(exc)
+        self.result["traceback"] = "".join(traceback.format_exception(exc))[-8000:]
+        return _Stop()
+
+    def run(self) -> dict:
+        started = time.perf_counter()
+        try:
+            self._run()
+        except _Stop:
+            pass
+        if self.result["status"] != "failed":
+            self.result["status"] = "flagged" if self.findings else "passed"
+        self.result["phases"]["total"] = time.perf_counter() - started
+        return self.result
+
+    def _run(self) -> None:
+        import torch
+
+        from . import environment
+        from .loading import (
+            build_model,
+            derive_seed,
+            make_init_inputs,
+            make_inputs,
+            module_from_source,
+        )
+
+        job, device, precision = self.job, self.device, self.precision
+        if device != "cpu" and not torch.cuda.is_available():
+            self.result.update(
+                verdict="harness_error",
+                status="error",
+                error=f"device {device} requested but CUDA is not available on this runner",
+            )
+            raise _Stop()
+        self.result["environment"] = environment.collect(device)
+        seed = int(job["seed"])
+        n_sets = _set_count(job, 2)
+        seeds = {
+            "server": seed,
+            "init": derive_seed(seed, "init"),
+            "a": derive_seed(seed, "validate", 0),
+            "b": derive_seed(seed, "validate", 1),
+            "timing": [derive_seed(seed, "timing", j) for j in range(n_sets)],
+        }
+        self.result["seeds"] = seeds
+        memory = _Memory(device)
+
+        self.phase("loading")
+        t0 = time.perf_counter()
+        try:
+            module = module_from_source(job["reference_source"], REFERENCE_MODULE)
+        except BaseException as exc:  # whatever the file raises at import
+            raise self.fail("was loaded", exc) from None
+        try:
+            init_inputs = make_init_inputs(module, seeds["init"])
+            memory.reset()
+            model = build_model(module.Model, init_inputs, seeds["init"], device, precision)
+        except BaseException as exc:
+            raise self.fail("built its model", exc) from None
+        self.result["phases"]["load"] = time.perf_counter() - t0
+
+        self.phase("running")
+        try:
+            inputs_a = make_inputs(module, seeds["a"], device, precision)
+            out_a = _call(model, inputs_a, device)
+        except BaseException as exc:
+            raise self.fail("ran on its inputs", exc) from None
+        peak, how = memory.peak()
+        self.result["peak_memory_bytes"] = peak
+        self.checks["memory"] = {"peak_bytes": peak, "measured_as": how}
+        if device != "cpu" and peak > SMALL_CARD_BYTES:
+            self.notes.append({
+                "code": "needs_more_than_24gb",
+                "message": f"Peak device memory was {peak / GIB:.1f} GiB: the problem does not "
+                "fit on a 24 GB card, only on larger ones.",
+            })
+
+        bad, total = _nonfinite(out_a)
+        self.checks["finite"] = {"nonfinite": bad, "elements": total}
+        if bad:
+            self.find(
+                "nonfinite_output",
+                f"{bad} of {total} output values are NaN or infinite. The evaluator never "
+                "accepts NaN, so no kernel could be judged correct on this problem.",
+            )
+            raise _Stop()  # the comparisons below cannot tell anything apart with NaN in them
+
+        self.phase("checking determinism")
+        try:
+            out_again = _call(model, inputs_a, device)
+        except BaseException as exc:
+            raise self.fail("ran a second time", exc) from None
+        same = self.agree(out_a, out_again)
+        self.checks["repeat"] = _comparison(same)
+        if not same["passed"]:
+            self.find(
+                "nondeterministic",
+                "Calling the reference twice on the same inputs gave different outputs "
+                f"({_why(same)}; {self.tolerance_text()}). It draws random numbers or keeps "
+                "state in forward (dropout left active, random noise), so a correct kernel "
+                "would fail or pass by chance.",
+            )
+        del out_again
+
+        # Built again from the same seeds: the weights and the inputs must come out the same.
+        del model
+        try:
+            rebuilt = build_model(module.Model, init_inputs, seeds["init"], device, precision)
+            inputs_a2 = make_inputs(module, seeds["a"], device, precision)
+            out_rebuilt = _call(rebuilt, inputs_a2, device)
+        except BaseException as exc:
+            raise self.fail("was built again from the same seed", exc) from None
+        model = rebuilt
+        same_inputs = _same_value(inputs_a, inputs_a2)
+        same = self.agree(out_a, out_rebuilt)
+        self.checks["rebuild"] = {**_comparison(same), "same_inputs": same_inputs}
+        if not same_inputs or not same["passed"]:
+            what = "inputs" if not same_inputs else "outputs"
+            self.find(
+                "not_reproducible",
+                f"Building the model and its inputs again from the same seed gave different "
+                f"{what}. The problem depends on something besides the seed (the clock, "
+                "os.urandom, an unseeded generator), so its results cannot be reproduced.",
+            )
+        del out_rebuilt, inputs_a2
+
+        self.phase("checking outputs")
+        try:
+            inputs_b = make_inputs(module, seeds["b"], device, precision)
+            out_b = _call(model, inputs_b, device)
+        except BaseException as exc:
+            raise self.fail("ran on a second input set", exc) from None
+        fixed = _same_value(inputs_a, inputs_b)
+        self.checks["inputs_differ_by_seed"] = not fixed
+        if fixed:
+            self.find(
+                "fixed_inputs",
+                "get_inputs() returns the same values whatever the seed, so every trial checks "
+                "the same inputs and a kernel could return a stored answer.",
+            )
+        bad, total = _nonfinite(out_b)
+        if bad:
+            self.find(
+                "nonfinite_output",
+                f"{bad} of {total} output values are NaN or infinite on a second input set. "
+                "The evaluator never accepts NaN, so no kernel could be judged correct.",
+            )
+            raise _Stop()
+        degenerate = self._check_degenerate(out_a, out_b)
+        if not fixed and not degenerate:
+            self._check_sensitivity(model, inputs_a, inputs_b, out_a, out_b)
+        del out_b
+
+        self.phase("timing")
+        self._time(model, module, seeds["timing"])
+
+    def _check_degenerate(self, out_a: Any, out_b: Any) -> bool:
+        """Constant or near-zero outputs (over both input sets); True when either was found."""
+        import torch
+
+        a, b = _positions(out_a), _positions(out_b)
+        if len(a) != len(b) or not all(isinstance(t, torch.Tensor) for t in a + b):
+            self.find(
+                "unstable_output",
+                "The reference returns outputs of a different structure for different inputs, "
+                "so they cannot be compared.",
+            )
+            return True
+        pairs = [[x, y] for x, y in zip(a, b, strict=True) if x.numel() or y.numel()]
+        if not pairs:
+            self.find("empty_output", "The reference returns only empty tensors.")
+            return True
+        largest = max(_max_abs(pair) for pair in pairs)
+        zeros_pass = all(_fits_constant(pair, 0.0, self.atol, self.rtol) for pair in pairs)
+        self.checks["near_zero"] = {"max_abs": largest, "zeros_pass": zeros_pass}
+        if zeros_pass:
+            detail = "always exactly zero" if largest == 0 else f"at most {largest:.3g} in size"
+            self.find(
+                "near_zero_output",
+                f"The output is {detail}, within the tolerance of zero ({self.tolerance_text()})"
+                ". A kernel that returns zeros without computing anything would be judged "
+                "correct.",
+            )
+            return True
+        constants = []
+        for pair in pairs:
+            low, high = _value_range(pair)
+            middle = (low + high) / 2
+            if not _fits_constant(pair, middle, self.atol, self.rtol):
+                constants = []
+                break
+            constants.append(middle)
+        self.checks["constant"] = {"constant": bool(constants), "values": constants[:8]}
+        if constants:
+            shown = ", ".join(f"{c:.4g}" for c in constants[:4])
+            self.find(
+                "constant_output",
+                f"Every output value equals the same constant ({shown}) within the tolerance, "
+                "on every input set tried. A kernel that fills its output with that constant "
+                "would be judged correct without computing anything.",
+            )
+            return True
+        return False
+
+    def _check_sensitivity(
+        self, model: Any, inputs_a: list, inputs_b: list, out_a: Any, out_b: Any
+    ) -> None:
+        same = self.agree(out_b, out_a)
+        self.checks["inputs_change_output"] = not same["passed"]
+        if same["passed"]:
+            self.find(
+                "input_insensitive",
+                "The output stays the same, within the tolerance, when the inputs change. A "
+                "kernel could return a stored result without reading its inputs.",
+            )
+            return
+        varying = [
+            i for i, (x, y) in enumerate(zip(inputs_a, inputs_b, strict=True))
+            if not _same_value(x, y)
+        ]
+        if len(inputs_a) < 2 or not varying:
+            return
+        ignored = []
+        for i in varying:
+            mixed = list(inputs_a)
+            mixed[i] = inputs_b[i]
+            try:
+                out_mixed = _call(model, mixed, self.device)
+            except BaseException as exc:
+                raise self.fail(f"ran with only input {i} changed", exc) from None
+            if self.agree(out_mixed, out_a)["passed"]:
+                ignored.append(i)
+            del out_mixed
+        self.checks["ignored_inputs"] = ignored
+        if ignored:
+            names = ", ".join(f"input {i} ({_describe_input(inputs_a[i])})" for i in ignored)
+            self.find(
+                "input_ignored",
+                f"Changing {names} alone leaves the output unchanged within the tolerance. A "
+                "kernel could skip reading it and still be judged correct.",
+                inputs=ignored,
+            )
+
+    def _time(self, model: Any, module: Any, timing_seeds: list[int]) -> None:
+        from .loading import make_inputs
+        from .timing import summarize, time_callable
+
+        try:
+            sets = [make_inputs(module, s, self.device, self.precision) for s in timing_seeds]
+            stats = time_callable(model, sets, self.device, **_timing_options(self.job))
+        except BaseException as exc:
+            raise self.fail("was timed", exc) from None
+        summary = summarize(stats["samples_ms"])
+        self.result["reference"] = summary
+        self.checks["timing"] = {k: stats[k] for k in ("n", "stopped", "rel_err", "input_sets")}
+
+
+def _comparison(result: dict) -> dict:
+    return {
+        "agree": result["passed"],
+        "max_abs_diff": result.get("max_abs_diff"),
+        "reason": result.get("reason", ""),
+    }
+
+
+def _why(result: dict) -> str:
+    diff = result.get("max_abs_diff")
+    if diff is not None and not result.get("reason", "").startswith("values differ"):
+        return result.get("reason", "")
+    return f"largest difference {diff:.3g}" if diff is not None else result.get("reason", "")
+
+
+def validate(job: dict, emit) -> dict:
+    return Validator(job, emit).run()
+
+
+# --- baseline ------------------------------------------------------------------------------------
+
+
+def measure_baseline(job: dict, emit) -> dict:
+    """Time the reference eager and under torch.compile (inductor, default mode)."""
+    import torch
+
+    from . import environment
+    from .loading import build_model, derive_seed, make_init_inputs, make_inputs, module_from_source
+    from .timing import summarize, time_callable
+
+    device, precision = job["device"], job["precision"]
+    modes = list(job.get("baseline_modes") or ("eager", "compile"))
+    result: dict[str, Any] = {
+        "mode": "baseline",
+        "verdict": "measured",
+        "eager": None,
+        "compile": None,
+        "errors": {},
+        "environment": {},
+        "phases": {},
+        "error": "",
+        "traceback": "",
+        "evaluator_version": EVALUATOR_VERSION,
+    }
+    if device != "cpu" and not torch.cuda.is_available():
+        result.update(verdict="harness_error", error=f"device {device} is not available here")
+        return result
+    if job.get("build_dir"):
+        # Compiled graphs outlive this process's fresh working folder, so a re-run is quick.
+        os.environ.setdefault(
+            "TORCHINDUCTOR_CACHE_DIR", str(Path(job["build_dir"]) / "inductor")
+        )
+    result["environment"] = environment.collect(device)
+    seed = int(job["seed"])
+    n_sets = _set_count(job, 3)
+    emit({"type": "phase", "phase": "loading"})
+    try:
+        module = module_from_source(job["reference_source"], REFERENCE_MODULE)
+        init_seed = derive_seed(seed, "init")
+        model = build_model(
+            module.Model, make_init_inputs(module, init_seed), init_seed, device, precision
+        )
+        sets = [
+            make_inputs(module, derive_seed(seed, "timing", j), device, precision)
+            for j in range(n_sets)
+        ]
+    except BaseException as exc:
+        result.update(
+            verdict="runtime_error",
+            error=f"the reference failed to load: {short_message(exc)}",
+            traceback="".join(traceback.format_exception(exc))[-8000:],
+        )
+        return result
+
+    for mode in modes:
+        emit({"type": "phase", "phase": f"timing {mode}"})
+        started = time.perf_counter()
+        try:
+            if mode == "compile":
+                fn = torch.compile(model)
+                # The first call compiles; its time is kept apart from the timed calls.
+                with torch.no_grad():
+                    fn(*sets[0])
+                if device != "cpu":
+                    torch.cuda.synchronize(device)
+                compile_s = time.perf_counter() - started
+            else:
+                fn, compile_s = model, None
+            stats = time_callable(fn, sets, device, **_timing_options(job))
+        except BaseException as exc:
+            result["errors"][mode] = short_message(exc)
+            continue
+        summary = summarize(stats["samples_ms"]) or {}
+        summary.update({k: stats[k] for k in ("stopped", "rel_err", "input_sets")})
+        if compile_s is not None:
+            summary["compile_s"] = compile_s
+        result[mode] = summary
+        result["phases"][mode] = time.perf_counter() - started
+    if not any(result[mode] for mode in modes):
+        result["verdict"] = "runtime_error"
+        result["error"] = "; ".join(f"{k}: {v}" for k, v in result["errors"].items())
+    return result

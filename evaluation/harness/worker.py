@@ -1,0 +1,262 @@
+"""The candidate worker: loads (compiles) ModelNew, runs it on inputs the judge sends, times it.
+
+It never sees the reference, the expected outputs or the server's seed, and never decides a
+verdict: it answers the judge's requests with outputs, samples and facts (exceptions included),
+and the judge decides. Started by the judge as `python -m evaluation.harness.worker --fds ...`;
+its stdout/stderr are the candidate's log, so the protocol uses dedicated pipes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import hashlib
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+CANDIDATE_FILE = "candidate.py"  # in the worker's own working folder
+CANDIDATE_MODULE = "kb_candidate"
+_MARKER = ".kb_complete"
+
+
+def _die_with_parent() -> None:
+    """If the judge dies, so does the worker (Linux PR_SET_PDEATHSIG)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def outer_pid() -> int:
+    """Our pid as the host sees it (differs from os.getpid() inside a pid namespace)."""
+    try:
+        return int(os.readlink("/proc/self"))
+    except (OSError, ValueError):
+        return os.getpid()
+
+
+@contextlib.contextmanager
+def capture_fds(path: Path):
+    """Send fds 1 and 2 (what compilers and prints write) to a file for the duration."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def _shared_objects(folder: Path) -> dict[str, float]:
+    if not folder.is_dir():
+        return {}
+    return {str(p): p.stat().st_mtime for p in folder.rglob("*.so")}
+
+
+class Worker:
+    def __init__(self, channel, device: str):
+        self.channel = channel
+        self.device = device
+        self.model = None
+        self.sets: Any = None
+        self.keep = (CANDIDATE_FILE,)
+
+    # Each handler returns (header, value) to send back.
+    def handle(self, header: dict, value: Any) -> tuple[dict, Any]:
+        cmd = header.get("cmd")
+        if cmd == "load":
+            return self.load(header, value)
+        if cmd == "run":
+            return self.run(value)
+        if cmd == "sets":
+            self.sets = value  # the timing input sets, kept for the "time" request
+            return {"ok": True}, None
+        if cmd == "time":
+            return self.time(header, self.sets)
+        return {"ok": False, "verdict": "harness_error", "error": f"unknown command {cmd!r}"}, None
+
+    def _failure(self, exc: BaseException, default_verdict: str, phase: str) -> dict:
+        from .errors import is_oom, short_message, trimmed_traceback
+
+        verdict = "out_of_memory" if is_oom(exc) else default_verdict
+        if isinstance(exc, SystemExit):
+            message = f"the candidate called exit({exc.code!r}) during {phase}"
+        else:
+            message = short_message(exc)
+        return {
+            "ok": False,
+            "verdict": verdict,
+            "phase": phase,
+            "error": message,
+            "traceback": trimmed_traceback(exc, self.keep),
+        }
+
+    def load(self, header: dict, init_inputs: Any) -> tuple[dict, Any]:
+        import torch
+
+        from .loading import build_model, module_from_source
+
+        source: str = header["source"]
+        backend: str = header["backend"]
+        build_dir = header.get("build_dir")
+        facts: dict[str, Any] = {"pid": outer_pid()}
+        # Extensions are cached by a key covering everything that changes the binary.
+        arch = ""
+        if self.device != "cpu":
+            major, minor = torch.cuda.get_device_capability(torch.device(self.device))
+            # sm_90a enables Hopper-only instructions (wgmma, TMA) that kernels may use.
+            arch = f"{major}.{minor}" + ("a" if major == 9 else "")
+            os.environ["TORCH_CUDA_ARCH_LIST"] = arch
+        key_text = "|".join([
+            source, backend, torch.__version__, str(torch.version.cuda), arch, sys.version,
+        ])
+        cache_key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
+        root = Path(build_dir) if build_dir else Path.cwd() / "build"
+        ext_dir = root / "ext" / cache_key
+        ext_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
+        os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+        cache_hit = (ext_dir / _MARKER).exists()
+        before = _shared_objects(ext_dir)
+        log_path = Path.cwd() / "compile.log"
+        t0 = time.perf_counter()
+        try:
+            with capture_fds(log_path):
+                module = module_from_source(source, CANDIDATE_MODULE, Path.cwd() / CANDIDATE_FILE)
+        except BaseException as exc:  # noqa: BLE001 - anything the candidate raises
+            reply = self._failure(exc, "compile_error", "compile")
+            reply["compile_log"] = _read_log(log_path) + "\n" + reply["error"]
+            return reply, None
+        load_s = time.perf_counter() - t0
+        after = _shared_objects(ext_dir)
+        compiled = any(before.get(p) != m for p, m in after.items())
+        facts.update({
+            "load_s": load_s,
+            "compile_s": load_s if compiled else 0.0,
+            "compiled": compiled,
+            "cache_hit": cache_hit and not compiled,
+            "cache_key": cache_key,
+            "compile_log": _read_log(log_path),
+            "extensions": sorted(Path(p).name for p in after),
+        })
+        cls = getattr(module, "ModelNew", None)
+        if cls is None or not callable(cls):
+            facts.update({"ok": False, "verdict": "compile_error", "phase": "compile",
+                          "error": "the source defines no ModelNew class"})
+            return facts, None
+        try:
+            self.model = build_model(
+                cls, init_inputs, header["init_seed"], self.device, header["precision"]
+            )
+        except BaseException as exc:  # noqa: BLE001
+            reply = self._failure(exc, "runtime_error", "init")
+            reply.update({k: v for k, v in facts.items() if k not in reply})
+            return reply, None
+        (ext_dir / _MARKER).touch()
+        facts["ok"] = True
+        return facts, None
+
+    def run(self, inputs: Any) -> tuple[dict, Any]:
+        import torch
+
+        from .loading import clone_value, iter_tensors, synchronize
+
+        flags: list[str] = []
+        pristine = clone_value(inputs)
+        try:
+            with torch.no_grad():
+                outputs = self.model(*inputs)
+            synchronize(self.device)
+        except BaseException as exc:  # noqa: BLE001
+            return self._failure(exc, "runtime_error", "forward"), None
+        # Honest mistakes caught here (the judge checks what it can on its own side too).
+        in_ptrs = {t.untyped_storage().data_ptr() for t in iter_tensors(inputs) if t.numel()}
+        for t in iter_tensors(outputs):
+            if t.numel() and t.untyped_storage().data_ptr() in in_ptrs:
+                flags.append("output_aliases_input")
+                break
+        for a, b in zip(iter_tensors(inputs), iter_tensors(pristine), strict=False):
+            if not torch.equal(a, b):
+                flags.append("input_mutated")
+                break
+        if isinstance(outputs, torch.Tensor):
+            value: Any = outputs
+        elif isinstance(outputs, (list, tuple)):
+            value = tuple(outputs)
+        else:
+            value = outputs
+        return {"ok": True, "flags": flags, "pid": outer_pid()}, value
+
+    def time(self, header: dict, input_sets: Any) -> tuple[dict, Any]:
+        from .timing import time_callable
+
+        try:
+            stats = time_callable(self.model, input_sets, self.device, **header["timing"])
+        except BaseException as exc:  # noqa: BLE001
+            return self._failure(exc, "runtime_error", "timing"), None
+        stats["ok"] = True
+        stats["pid"] = outer_pid()
+        return stats, None
+
+
+def _read_log(path: Path, limit: int = 64 * 1024) -> str:
+    from .errors import clean_text, truncate
+
+    try:
+        return truncate(clean_text(path.read_text(errors="replace")), limit)
+    except OSError:
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fds", required=True, help="rfd,wfd,send_mem,recv_mem")
+    parser.add_argument("--device", required=True)
+    args = parser.parse_args(argv)
+    _die_with_parent()
+    rfd, wfd, send_mem, recv_mem = (int(x) for x in args.fds.split(","))
+
+    from .protocol import Channel, PeerClosed
+
+    channel = Channel(rfd, wfd, send_mem, recv_mem, device=args.device)
+    worker = Worker(channel, args.device)
+    channel.send({"type": "ready", "pid": outer_pid()})
+    while True:
+        try:
+            header, value = channel.recv()
+        except PeerClosed:
+            return 0
+        if header.get("cmd") == "exit":
+            # The candidate's atexit hooks and the interpreter's teardown are of no use to us.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        try:
+            reply, out = worker.handle(header, value)
+        except BaseException as exc:  # noqa: BLE001 - keep answering
+            reply, out = {"ok": False, "verdict": "runtime_error", "error": repr(exc)[:2000],
+                          "traceback": traceback.format_exc()[-4000:]}, None
+        try:
+            channel.send(reply, out)
+        except Exception as exc:  # noqa: BLE001 - e.g. an output that is not a tensor
+            channel.send({"ok": False, "verdict": "incorrect",
+                          "error": f"the output cannot be sent to the judge: {exc}"[:2000]})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

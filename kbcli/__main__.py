@@ -1,0 +1,5 @@
+import sys
+
+from kbcli.main import main
+
+sys.exit(main())

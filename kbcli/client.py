@@ -1,0 +1,136 @@
+"""A small client of kbsite's REST API (requests) and submission websocket (websockets)."""
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import requests
+from websockets.exceptions import WebSocketException
+from websockets.sync.client import connect
+
+API = "/api/v1"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: dict) -> None:
+        self.status = status
+        self.detail = str(body.get("detail") or body)
+        self.code = body.get("code", "")
+        self.allowed = body.get("allowed") or []
+        self.errors = body.get("errors")
+        super().__init__(self.detail)
+
+    def describe(self) -> str:
+        text = f"{self.detail} (HTTP {self.status})"
+        if self.allowed:
+            text += "\n  allowed: " + ", ".join(str(value) for value in self.allowed)
+        if isinstance(self.errors, list):
+            for item in self.errors:
+                text += f"\n  item {item.get('index')}: {item.get('detail')}"
+        elif isinstance(self.errors, dict):
+            for field, problems in self.errors.items():
+                text += f"\n  {field}: {problems}"
+        return text
+
+
+class Client:
+    def __init__(self, url: str, token: str, *, timeout: float = 30, retries: int = 5) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Token {token}"
+        self.session.headers["Accept"] = "application/json"
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict:
+        """One API call; throttled (429) and unreachable calls are retried.
+
+        POSTs are only retried with an Idempotency-Key, which makes a retry return the first
+        submission instead of storing a second one.
+        """
+        url = path if path.startswith("http") else self.url + path
+        retriable = method == "GET" or "Idempotency-Key" in kwargs.get("headers", {})
+        for attempt in range(self.retries + 1):
+            try:
+                response = self.session.request(method, url, timeout=self.timeout, **kwargs)
+            except requests.ConnectionError:
+                if not retriable or attempt == self.retries:
+                    raise
+                time.sleep(min(2**attempt, 10))
+                continue
+            if response.status_code == 429 and attempt < self.retries:
+                time.sleep(float(response.headers.get("Retry-After") or 1))
+                continue
+            try:
+                body = response.json()
+            except ValueError:
+                body = {"detail": response.text[:500] or response.reason}
+            if response.status_code >= 400:
+                raise ApiError(response.status_code, body if isinstance(body, dict) else {})
+            return body
+        raise AssertionError("unreachable")
+
+    def get(self, path: str, **params: Any) -> dict:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v})
+
+    def problems(self, **filters: Any) -> list[dict]:
+        return self.get(f"{API}/problems/", limit=1000, **filters)["results"]
+
+    def problem(self, level: int, number: int) -> dict:
+        return self.get(f"{API}/problems/{level}/{number}/")
+
+    def hardware(self) -> list[dict]:
+        return self.get(f"{API}/hardware/")
+
+    def submit(self, **fields: Any) -> dict:
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        return self.request("POST", f"{API}/submissions/", json=fields, headers=headers)
+
+    def submission(self, submission_id: int) -> dict:
+        return self.get(f"{API}/submissions/{submission_id}/")
+
+    def submissions(self, **filters: Any) -> list[dict]:
+        return self.get(f"{API}/submissions/", **filters)["results"]
+
+    def board(self, level: int, number: int, hardware: str) -> dict:
+        return self.get(f"{API}/leaderboard/boards/{level}/{number}/{hardware}/")
+
+    def follow(
+        self, submission: dict, *, timeout: float, on_event: Callable[[dict], None]
+    ) -> dict:
+        """Call on_event with every status change until the submission is finished; return
+        its full record. The websocket first; polling when websockets do not get through."""
+        deadline = time.monotonic() + timeout
+        stream_url = submission.get("stream_url") or submission.get("urls", {}).get("stream_url")
+        if stream_url:
+            try:
+                for event in self._websocket_events(stream_url, deadline):
+                    on_event(event)
+                    if event.get("status") == "finished":
+                        return self.submission(submission["id"])
+            except (OSError, WebSocketException, TimeoutError):
+                pass  # fall through to polling, which also resumes after a dropped socket
+        while time.monotonic() < deadline:
+            state = self.submission(submission["id"])
+            on_event(state)
+            if state["status"] == "finished":
+                return state
+            time.sleep(1.0)
+        raise TimeoutError(f"submission {submission['id']} did not finish within {timeout:.0f} s")
+
+    def _websocket_events(self, stream_url: str, deadline: float) -> Iterator[dict]:
+        origin = self.url  # the server only accepts websockets from its own origin
+        with connect(
+            stream_url,
+            origin=origin,
+            additional_headers={"Authorization": f"Token {self.token}"},
+            open_timeout=10,
+        ) as socket:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("gave up waiting for the verdict")
+                yield json.loads(socket.recv(timeout=remaining))

@@ -1,0 +1,272 @@
+"""The `kb` command: log in, list problems, submit a kernel and follow it, read results."""
+
+import argparse
+import getpass
+import json
+import sys
+from pathlib import Path
+
+import requests
+
+from kbcli import config
+from kbcli.client import ApiError, Client
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # an error, or a verdict other than correct
+EXIT_USAGE = 2
+
+
+class Progress:
+    """One status line, rewritten in place on a terminal and one line per change otherwise."""
+
+    def __init__(self, stream=sys.stderr) -> None:
+        self.stream = stream
+        self.live = stream.isatty()
+        self.last = ""
+
+    def __call__(self, event: dict) -> None:
+        line = describe(event)
+        if not line or line == self.last:
+            return
+        self.last = line
+        if self.live:
+            self.stream.write("\r\033[K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live and self.last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def describe(event: dict) -> str:
+    status = event.get("status", "")
+    submission = event.get("submission") or event.get("id")
+    prefix = f"submission {submission}: " if submission else ""
+    if status == "queued":
+        position = event.get("queue_position")
+        return prefix + (f"queued, position {position}" if position else "queued")
+    if status == "running":
+        progress = event.get("progress") or {}
+        if progress.get("type") == "trial":
+            return prefix + f"running: checking trial {progress.get('k')} of {progress.get('n')}"
+        if progress.get("phase"):
+            return prefix + f"running: {progress['phase']}"
+        return prefix + "running"
+    if status == "finished":
+        return prefix + f"finished: {event.get('verdict')}"
+    return ""
+
+
+def fmt_ms(value) -> str:
+    return "-" if value is None else f"{value:.4g} ms"
+
+
+def fmt_x(value) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def summary(data: dict) -> str:
+    problem = data.get("problem") or {}
+    rows = [
+        ("problem", f"{problem.get('slug')}  ({data.get('backend')} on {data.get('hardware')}, "
+                    f"{data.get('precision')})"),
+        ("status", data.get("status")),
+        ("verdict", data.get("verdict") or "-"),
+        ("correct", {True: "yes", False: "no"}.get(data.get("correct"), "-")),
+        ("candidate", fmt_ms(data.get("candidate_ms"))),
+        ("reference", fmt_ms(data.get("reference_ms"))),
+        ("speedup", fmt_x(data.get("speedup"))),
+    ]
+    if data.get("queue_position"):
+        rows.append(("queue", f"position {data['queue_position']}"))
+    if data.get("flags"):
+        rows.append(("flags", ", ".join(str(flag) for flag in data["flags"])))
+    if data.get("error"):
+        rows.append(("error", data["error"]))
+    rows.append(("page", (data.get("urls") or {}).get("page_url", "")))
+    head = f"Submission {data.get('id')}: {data.get('verdict') or data.get('status')}"
+    return head + "\n" + "\n".join(f"  {name:<10} {value}" for name, value in rows)
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+             for row in [header, *rows]]
+    return "\n".join(lines)
+
+
+def client_from_config() -> Client:
+    saved = config.load()
+    return Client(saved.url, saved.token)
+
+
+def emit(args, data, text: str) -> None:
+    print(json.dumps(data, indent=2) if args.json else text)
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+
+def cmd_login(args) -> int:
+    token = args.token or (
+        getpass.getpass("API token (from your profile page): ")
+        if sys.stdin.isatty()
+        else sys.stdin.readline().strip()
+    )
+    if not token:
+        print("kb: no token given", file=sys.stderr)
+        return EXIT_USAGE
+    client = Client(args.url, token)
+    client.get("/api/v1/hardware/")  # a bad or revoked token answers 401 here
+    path = config.save(config.Config(url=client.url, token=token))
+    print(f"Logged in to {client.url}; saved to {path}")
+    return EXIT_OK
+
+
+def cmd_problems(args) -> int:
+    problems = client_from_config().problems(level=args.level, status=args.status, q=args.search)
+    rows = [[p["level"], p["number"], p["slug"], p["status"], p["precision"]] for p in problems]
+    emit(args, problems, table(rows, ["level", "number", "slug", "status", "precision"]))
+    return EXIT_OK
+
+
+def cmd_problem(args) -> int:
+    problem = client_from_config().problem(args.level, args.number)
+    emit(args, problem, f"# {problem['slug']} ({problem['status']}, {problem['precision']})\n"
+                        + problem["source"])
+    return EXIT_OK
+
+
+def cmd_hardware(args) -> int:
+    hardware = client_from_config().hardware()
+    rows = [[h["slug"], h["name"], ",".join(h["backends"]), h["queue_length"], h["running"],
+             h["online_runners"]] for h in hardware]
+    emit(args, hardware,
+         table(rows, ["slug", "name", "backends", "queued", "running", "runners online"]))
+    return EXIT_OK
+
+
+def _finish(args, client: Client, submission: dict) -> int:
+    progress = Progress()
+    try:
+        final = client.follow(submission, timeout=args.timeout, on_event=progress)
+    finally:
+        progress.close()
+    emit(args, final, summary(final))
+    return EXIT_OK if final.get("verdict") == "correct" else EXIT_FAILED
+
+
+def cmd_submit(args) -> int:
+    path = Path(args.file)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        print(f"kb: cannot read {path}: {error.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        print(f"kb: {path} is not UTF-8 text (byte {error.start})", file=sys.stderr)
+        return EXIT_USAGE
+    client = client_from_config()
+    fields = {"level": args.level, "number": args.number, "backend": args.backend,
+              "hardware": args.hardware, "source": source, "filename": path.name}
+    if args.precision:
+        fields["precision"] = args.precision
+    accepted = client.submit(**fields)
+    print(f"Submitted {path.name} as submission {accepted['id']}: {accepted['page_url']}",
+          file=sys.stderr)
+    if not args.wait:
+        emit(args, accepted, str(accepted["id"]))
+        return EXIT_OK
+    return _finish(args, client, accepted)
+
+
+def cmd_status(args) -> int:
+    client = client_from_config()
+    data = client.submission(args.id)
+    if args.wait and data["status"] != "finished":
+        return _finish(args, client, data)
+    emit(args, data, summary(data))
+    return EXIT_OK
+
+
+def cmd_leaderboard(args) -> int:
+    board = client_from_config().board(args.level, args.number, args.hardware)
+    rows = [[r["rank"], r["participant"], fmt_ms(r["candidate_ms"]), fmt_x(r["speedup"]),
+             fmt_x(r["speedup_eager"]), fmt_x(r["speedup_compile"]), r["backend"],
+             r["precision"], str(r["date"])[:10]] for r in board["rows"]]
+    title = f"{board['problem']['slug']} on {board['hardware']}"
+    text = title + "\n" + (
+        table(rows, ["rank", "participant", "median", "speedup", "vs eager", "vs compile",
+                     "backend", "precision", "date"]) if rows else "No correct kernels yet."
+    )
+    emit(args, board, text)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kb", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, handler, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        return sub
+
+    login = command("login", cmd_login, "save the site's URL and your API token")
+    login.add_argument("--url", required=True, help="the site, e.g. https://kb.example.org")
+    login.add_argument("--token", help="the API token (asked for when left out)")
+
+    problems = command("problems", cmd_problems, "list problems")
+    problems.add_argument("--level", type=int)
+    problems.add_argument("--status", choices=["draft", "validated", "published", "retired"])
+    problems.add_argument("--search", help="text in the name or slug")
+
+    problem = command("problem", cmd_problem, "print a problem's reference program")
+    problem.add_argument("level", type=int)
+    problem.add_argument("number", type=int)
+
+    command("hardware", cmd_hardware, "list hardware, its backends and queues")
+
+    submit = command("submit", cmd_submit, "submit a kernel file")
+    submit.add_argument("file")
+    submit.add_argument("--level", type=int, required=True)
+    submit.add_argument("--number", type=int, required=True)
+    submit.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
+    submit.add_argument("--hardware", required=True, help="a hardware slug, e.g. h200")
+    submit.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
+    submit.add_argument("--wait", action="store_true", help="follow it live to the verdict")
+    submit.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
+
+    status = command("status", cmd_status, "show a submission")
+    status.add_argument("id", type=int)
+    status.add_argument("--wait", action="store_true", help="follow it live to the verdict")
+    status.add_argument("--timeout", type=float, default=3600)
+
+    board = command("leaderboard", cmd_leaderboard, "show a problem's leaderboard")
+    board.add_argument("--level", type=int, required=True)
+    board.add_argument("--number", type=int, required=True)
+    board.add_argument("--hardware", required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except config.ConfigError as error:
+        print(f"kb: {error}", file=sys.stderr)
+    except ApiError as error:
+        print(f"kb: {error.describe()}", file=sys.stderr)
+    except requests.RequestException as error:
+        print(f"kb: cannot reach the site: {error}", file=sys.stderr)
+    except TimeoutError as error:
+        print(f"kb: {error}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("\nkb: interrupted (the submission goes on; see `kb status ID`)", file=sys.stderr)
+    return EXIT_FAILED

@@ -1,0 +1,326 @@
+"""REST API for the leaderboards (/api/v1/leaderboard/...): the same boards and tables as the
+pages, read-only and public, for agents that track their standing. Authentication, throttles and
+the error shape are the rest of the API's (submissions.api.ApiMixin)."""
+
+from django.contrib.auth import get_user_model
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluation.models import Hardware
+from leaderboard import selectors
+from leaderboard.services import board_rows, flagged_rows, record_rows
+from problems.models import Problem
+from submissions.api import ApiMixin, error_body
+from submissions.models import Model, Run
+from submissions.serializers import ApiErrorSerializer
+
+# ---- input ------------------------------------------------------------------------------------
+
+
+class HardwareSlugField(serializers.SlugRelatedField):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(slug_field="slug", queryset=Hardware.objects.all(), **kwargs)
+
+
+class TableQuerySerializer(serializers.Serializer):
+    hardware = HardwareSlugField(required=False, help_text="Hardware slug, e.g. h200.")
+    level = serializers.IntegerField(min_value=1, max_value=99, required=False)
+    baseline = serializers.ChoiceField(
+        choices=selectors.BASELINES, default="eager",
+        help_text="eager: speedup over the reference measured side by side; compile: over "
+        "the torch.compile baseline.",
+    )
+
+
+class BaselineQuerySerializer(serializers.Serializer):
+    baseline = serializers.ChoiceField(choices=selectors.BASELINES, default="eager")
+
+
+class RecordsQuerySerializer(serializers.Serializer):
+    hardware = HardwareSlugField(required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=200, default=20)
+
+
+class EvalResultsQuerySerializer(serializers.Serializer):
+    level = serializers.IntegerField(
+        min_value=1, max_value=99, required=False,
+        help_text="Required when the run covers several levels.",
+    )
+
+
+def _query(serializer_class, request) -> dict:
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+# ---- output -----------------------------------------------------------------------------------
+
+
+class ProblemRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    slug = serializers.CharField()
+    level = serializers.IntegerField()
+    number = serializers.IntegerField()
+    status = serializers.CharField()
+
+
+class BoardRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    participant = serializers.CharField()
+    participant_key = serializers.CharField(help_text='"user:<id>" or "model:<id>".')
+    submission_id = serializers.IntegerField(allow_null=True)
+    evaluation_id = serializers.IntegerField(allow_null=True)
+    candidate_ms = serializers.FloatField()
+    reference_ms = serializers.FloatField(allow_null=True)
+    speedup = serializers.FloatField(allow_null=True)
+    speedup_eager = serializers.FloatField(allow_null=True)
+    speedup_compile = serializers.FloatField(allow_null=True)
+    backend = serializers.CharField()
+    precision = serializers.CharField()
+    date = serializers.DateTimeField()
+
+
+class FlaggedRowSerializer(serializers.Serializer):
+    participant = serializers.CharField()
+    participant_key = serializers.CharField()
+    evaluation_id = serializers.IntegerField()
+    candidate_ms = serializers.FloatField(allow_null=True)
+    flags = serializers.ListField(child=serializers.CharField())
+    date = serializers.DateTimeField()
+
+
+class RecordRowSerializer(serializers.Serializer):
+    problem = serializers.CharField()
+    level = serializers.IntegerField()
+    number = serializers.IntegerField()
+    hardware = serializers.CharField()
+    participant = serializers.CharField()
+    participant_key = serializers.CharField()
+    submission_id = serializers.IntegerField()
+    candidate_ms = serializers.FloatField()
+    previous_ms = serializers.FloatField(allow_null=True)
+    speedup = serializers.FloatField(allow_null=True)
+    date = serializers.DateTimeField()
+
+
+class BoardSerializer(serializers.Serializer):
+    problem = ProblemRefSerializer()
+    hardware = serializers.CharField()
+    rows = BoardRowSerializer(many=True)
+    flagged = FlaggedRowSerializer(many=True)
+    records = RecordRowSerializer(many=True)
+
+
+class SummaryFieldsSerializer(serializers.Serializer):
+    hardware = serializers.CharField()
+    level = serializers.IntegerField()
+    baseline = serializers.CharField()
+    problems = serializers.IntegerField(help_text="The level's problems: every rate's denominator.")
+    attempted = serializers.IntegerField()
+    compiled = serializers.IntegerField()
+    correct = serializers.IntegerField()
+    compile_rate = serializers.FloatField()
+    correct_rate = serializers.FloatField()
+    fast_p = serializers.DictField(child=serializers.FloatField(), help_text='{"0": .., "1": ..}')
+    geomean_speedup = serializers.FloatField(allow_null=True)
+
+
+class ModelRowSerializer(SummaryFieldsSerializer):
+    model_id = serializers.IntegerField()
+    model = serializers.CharField()
+    litellm_name = serializers.CharField()
+
+
+class ModelsTableSerializer(serializers.Serializer):
+    rows = ModelRowSerializer(many=True)
+
+
+class RunRowSerializer(SummaryFieldsSerializer):
+    run_id = serializers.IntegerField()
+    run = serializers.CharField()
+    model = serializers.CharField()
+    samples_per_problem = serializers.IntegerField()
+    evaluated_samples = serializers.IntegerField()
+    pass_at_k = serializers.DictField(child=serializers.FloatField(allow_null=True))
+
+
+class EntryRowSerializer(serializers.Serializer):
+    problem = serializers.CharField()
+    level = serializers.IntegerField()
+    number = serializers.IntegerField()
+    retired = serializers.BooleanField()
+    hardware = serializers.CharField()
+    rank = serializers.IntegerField(allow_null=True)
+    candidate_ms = serializers.FloatField(allow_null=True)
+    speedup = serializers.FloatField(allow_null=True)
+    speedup_eager = serializers.FloatField(allow_null=True)
+    speedup_compile = serializers.FloatField(allow_null=True)
+    backend = serializers.CharField()
+    submission_id = serializers.IntegerField(allow_null=True)
+    evaluated = serializers.IntegerField()
+    compiled = serializers.BooleanField()
+    flags = serializers.ListField(child=serializers.CharField())
+    date = serializers.DateTimeField(allow_null=True)
+
+
+class ModelPageSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    litellm_name = serializers.CharField()
+    summary = ModelRowSerializer(many=True)
+    runs = RunRowSerializer(many=True)
+    entries = EntryRowSerializer(many=True)
+
+
+class UserPageSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    entries = EntryRowSerializer(many=True)
+
+
+class RunPageSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    model = serializers.CharField()
+    hardware = serializers.CharField()
+    summary = RunRowSerializer(many=True)
+
+
+class RecordsSerializer(serializers.Serializer):
+    rows = RecordRowSerializer(many=True)
+
+
+class KernelBenchEntrySerializer(serializers.Serializer):
+    sample_id = serializers.IntegerField()
+    compiled = serializers.BooleanField()
+    correctness = serializers.BooleanField()
+    metadata = serializers.DictField()
+    runtime = serializers.FloatField(help_text="Mean time in ms; -1.0 when not correct.")
+    runtime_stats = serializers.DictField()
+
+
+# ---- views ------------------------------------------------------------------------------------
+
+
+class BoardApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="leaderboard_board",
+        responses={200: BoardSerializer, 404: ApiErrorSerializer},
+    )
+    def get(self, request, level: int, number: int, hardware: str) -> Response:
+        problem = get_object_or_404(Problem, level=level, number=number)
+        hw = get_object_or_404(Hardware, slug=hardware)
+        data = {
+            "problem": problem,
+            "hardware": hw.slug,
+            "rows": board_rows(problem=problem, hardware=hw),
+            "flagged": flagged_rows(problem=problem, hardware=hw),
+            "records": record_rows(problem=problem, hardware=hw),
+        }
+        return Response(BoardSerializer(data).data)
+
+
+class ModelsTableApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="leaderboard_models", parameters=[TableQuerySerializer],
+        responses={200: ModelsTableSerializer, 400: ApiErrorSerializer},
+    )
+    def get(self, request) -> Response:
+        query = _query(TableQuerySerializer, request)
+        rows = selectors.models_table(
+            hardware=query.get("hardware"), level=query.get("level"), baseline=query["baseline"]
+        )
+        return Response(ModelsTableSerializer({"rows": rows}).data)
+
+
+class ModelApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="leaderboard_model", parameters=[BaselineQuerySerializer],
+        responses={
+            200: ModelPageSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer
+        },
+    )
+    def get(self, request, pk: int) -> Response:
+        model = get_object_or_404(Model, pk=pk)
+        baseline = _query(BaselineQuerySerializer, request)["baseline"]
+        runs = [
+            row
+            for run in Run.objects.filter(model=model).select_related("hardware", "model")
+            for row in selectors.run_summary(run, baseline=baseline)
+        ]
+        data = {
+            "id": model.pk,
+            "name": str(model),
+            "litellm_name": model.litellm_name,
+            "summary": selectors.models_table(model_id=model.pk, baseline=baseline),
+            "runs": runs,
+            "entries": selectors.participant_entries(model=model),
+        }
+        return Response(ModelPageSerializer(data).data)
+
+
+class RunApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="leaderboard_run", parameters=[BaselineQuerySerializer],
+        responses={
+            200: RunPageSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer
+        },
+    )
+    def get(self, request, pk: int) -> Response:
+        run = get_object_or_404(Run.objects.select_related("model", "hardware"), pk=pk)
+        baseline = _query(BaselineQuerySerializer, request)["baseline"]
+        data = {
+            "id": run.pk,
+            "name": run.name,
+            "model": str(run.model),
+            "hardware": run.hardware.slug,
+            "summary": selectors.run_summary(run, baseline=baseline),
+        }
+        return Response(RunPageSerializer(data).data)
+
+
+class RunEvalResultsApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="leaderboard_run_eval_results",
+        parameters=[EvalResultsQuerySerializer],
+        responses={
+            200: serializers.DictField(child=KernelBenchEntrySerializer(many=True)),
+            400: ApiErrorSerializer,
+            404: ApiErrorSerializer,
+        },
+        description="The run in KernelBench's eval_results.json layout, keyed by problem "
+        "number within the level.",
+    )
+    def get(self, request, pk: int) -> Response:
+        run = get_object_or_404(Run.objects.select_related("hardware"), pk=pk)
+        level = _query(EvalResultsQuerySerializer, request).get("level")
+        try:
+            data = selectors.run_eval_results(run, level=level)
+        except ValueError as error:
+            return Response(error_body(str(error), "bad_level"), status=400)
+        return Response(data)
+
+
+class UserApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="leaderboard_user",
+        responses={200: UserPageSerializer, 404: ApiErrorSerializer},
+    )
+    def get(self, request, username: str) -> Response:
+        person = get_object_or_404(get_user_model(), username=username)
+        data = {"username": person.username, "entries": selectors.participant_entries(user=person)}
+        return Response(UserPageSerializer(data).data)
+
+
+class RecordsApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="leaderboard_records", parameters=[RecordsQuerySerializer],
+        responses={200: RecordsSerializer, 400: ApiErrorSerializer},
+    )
+    def get(self, request) -> Response:
+        query = _query(RecordsQuerySerializer, request)
+        rows = selectors.recent_records(limit=query["limit"], hardware=query.get("hardware"))
+        return Response(RecordsSerializer({"rows": rows}).data)

@@ -1,0 +1,380 @@
+"""Read-side queries for the tables: models, runs, users, records, busiest problems, exports.
+
+All of them read BestEntry/Record (kept up to date as results land) except the per-run ones,
+which read only that run's own submissions.
+"""
+
+from collections import defaultdict
+
+from django.db.models import Count, Sum
+from django.urls import reverse
+
+from evaluation.models import Evaluation, Hardware
+from leaderboard import metrics
+from leaderboard.models import BestEntry, Record
+from leaderboard.services import (
+    _compiled,
+    _ranks,
+    entry_participant_label,
+    entry_participant_url,
+    latest_evaluations,
+    record_row,
+)
+from problems.models import Problem
+from submissions.models import Model
+
+BASELINES = ("eager", "compile")
+
+
+def p_label(p: float) -> str:
+    return f"{p:g}"
+
+
+def _speedup(row: dict, baseline: str) -> float | None:
+    if baseline == "compile":
+        return row["speedup_compile"]
+    # Eager: the side-by-side measurement of the same evaluation, else the stored baseline.
+    return row["speedup"] if row["speedup"] is not None else row["speedup_eager"]
+
+
+def level_problems(*, levels: set[int] | None = None) -> dict[int, list[int]]:
+    """Published problems per level: the denominators of the rates (retired ones left out)."""
+    problems = Problem.objects.filter(status=Problem.Status.PUBLISHED)
+    if levels is not None:
+        problems = problems.filter(level__in=levels)
+    by_level: dict[int, list[int]] = defaultdict(list)
+    for pk, level in problems.order_by("level", "number").values_list("pk", "level"):
+        by_level[level].append(pk)
+    return dict(by_level)
+
+
+def summary_row(summary: metrics.LevelSummary) -> dict:
+    return {
+        "problems": summary.total,
+        "attempted": summary.attempted,
+        "compiled": summary.compiled,
+        "correct": summary.correct,
+        "compile_rate": summary.compile_rate,
+        "correct_rate": summary.correct_rate,
+        "fast_p": {p_label(p): v for p, v in summary.fast_p.items()},
+        "geomean_speedup": summary.geomean_speedup,
+    }
+
+
+def models_table(
+    *,
+    hardware: Hardware | None = None,
+    level: int | None = None,
+    model_id: int | None = None,
+    baseline: str = "eager",
+) -> list[dict]:
+    """One row per model, hardware and level, over the model's best result on each problem."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
+    # Published problems first, then the models' entries without a join: the query walks the
+    # (model, hardware) index and reads only model rows, however many people submit.
+    problems = level_problems(levels={level} if level is not None else None)
+    level_of = {pk: lvl for lvl, pks in problems.items() for pk in pks}
+    entries = BestEntry.objects.filter(model__isnull=False)
+    if hardware is not None:
+        entries = entries.filter(hardware=hardware)
+    if model_id is not None:
+        entries = entries.filter(model_id=model_id)
+    values = entries.values_list(
+        "model_id", "hardware_id", "problem_id", "compiled", "evaluation_id",
+        "speedup", "speedup_eager", "speedup_compile",
+    )
+    outcomes: dict[tuple[int, int, int], dict[int, metrics.Outcome]] = defaultdict(dict)
+    for m_id, hw_id, problem_id, compiled, evaluation_id, speedup, eager, compile_ in values:
+        lvl = level_of.get(problem_id)
+        if lvl is None:  # retired, draft, or another level
+            continue
+        correct = evaluation_id is not None
+        if not correct:
+            chosen = None
+        elif baseline == "compile":
+            chosen = compile_
+        else:
+            chosen = speedup if speedup is not None else eager
+        outcomes[(m_id, hw_id, lvl)][problem_id] = metrics.Outcome(compiled, correct, chosen)
+    if not outcomes:
+        return []
+    models = Model.objects.in_bulk({key[0] for key in outcomes})
+    slugs = dict(Hardware.objects.values_list("pk", "slug"))
+    rows = []
+    for (m_id, hw_id, lvl), by_problem in outcomes.items():
+        summary = metrics.level_summary(by_problem, problems=problems.get(lvl, []))
+        model = models[m_id]
+        rows.append(
+            {
+                "key": f"model-{m_id}-{slugs[hw_id]}-{lvl}",
+                "model_id": m_id,
+                "model": str(model),
+                "litellm_name": model.litellm_name,
+                "model_url": reverse("leaderboard_model", args=[m_id]),
+                "hardware": slugs[hw_id],
+                "level": lvl,
+                "baseline": baseline,
+                **summary_row(summary),
+            }
+        )
+    rows.sort(key=lambda r: (r["hardware"], r["level"], -r["fast_p"]["1"], r["model"]))
+    return rows
+
+
+def model_speedups(
+    *, hardware: Hardware, level: int, model_id: int | None = None, baseline: str = "eager"
+) -> list[float]:
+    """Speedups of the correct best entries of models (for the histogram)."""
+    entries = BestEntry.objects.filter(
+        model__isnull=False,
+        evaluation__isnull=False,
+        hardware=hardware,
+        problem__level=level,
+        problem__status=Problem.Status.PUBLISHED,
+    )
+    if model_id is not None:
+        entries = entries.filter(model_id=model_id)
+    values = entries.values("speedup", "speedup_eager", "speedup_compile")
+    return [s for s in (_speedup(v, baseline) for v in values) if s is not None]
+
+
+# ---- runs -------------------------------------------------------------------------------------
+
+
+def _eval_rank_key(e: dict) -> tuple:
+    speedup = e["speedup"] if e["speedup"] is not None else e["speedup_eager"]
+    return (_ranks(e), _compiled(e), speedup or 0.0)
+
+
+def run_samples(run) -> dict[tuple[int, int], dict | None]:
+    """Per (problem, sample index): the best latest evaluation among that sample's submissions
+    (a sample refined over several turns has several); None while none is evaluated."""
+    samples: dict[tuple[int, int], dict | None] = {}
+    for problem_id, index in run.submissions.values_list("problem_id", "sample_index"):
+        samples.setdefault((problem_id, index), None)
+    index_of = dict(run.submissions.values_list("pk", "sample_index"))
+    for e in latest_evaluations(submission_ids=index_of, hardware_id=run.hardware_id):
+        key = (e["submission__problem_id"], index_of[e["submission_id"]])
+        current = samples.get(key)
+        if current is None or _eval_rank_key(e) > _eval_rank_key(current):
+            samples[key] = e
+    return samples
+
+
+def run_problems(run) -> dict[int, list[int]]:
+    """The run's problems per level; a run without a list counts every published problem of
+    the levels it submitted to."""
+    chosen = list(run.problems.order_by("level", "number").values_list("pk", "level"))
+    if chosen:
+        by_level: dict[int, list[int]] = defaultdict(list)
+        for pk, level in chosen:
+            by_level[level].append(pk)
+        return dict(by_level)
+    levels = set(run.submissions.values_list("problem__level", flat=True).distinct())
+    return level_problems(levels=levels)
+
+
+def run_summary(run, *, baseline: str = "eager") -> list[dict]:
+    """Per level: rates and fast_p over sample 0 of each problem (KernelBench's convention for
+    a run), and pass@k over all samples where the run has several."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
+    samples = run_samples(run)
+    planned = max([run.samples_per_problem] + [index + 1 for _, index in samples])
+    counts: dict[int, tuple[int, int]] = {}
+    first: dict[int, metrics.Outcome] = {}
+    for (problem_id, index), e in samples.items():
+        if e is None:
+            continue
+        n, c = counts.get(problem_id, (0, 0))
+        counts[problem_id] = (n + 1, c + int(_ranks(e)))
+        if index == 0:
+            first[problem_id] = metrics.Outcome(
+                compiled=_compiled(e),
+                correct=_ranks(e),
+                speedup=_speedup(e, baseline) if _ranks(e) else None,
+            )
+    rows = []
+    for level, problems in sorted(run_problems(run).items()):
+        summary = metrics.level_summary(first, problems=problems)
+        rows.append(
+            {
+                "key": f"run-{run.pk}-{level}",
+                "run_id": run.pk,
+                "run": run.name,
+                "model": str(run.model),
+                "hardware": run.hardware.slug,
+                "level": level,
+                "baseline": baseline,
+                "samples_per_problem": planned,
+                "evaluated_samples": sum(counts.get(p, (0, 0))[0] for p in problems),
+                **summary_row(summary),
+                "pass_at_k": {
+                    f"pass@{k}": metrics.mean_pass_at_k(
+                        counts, problems=problems, samples=planned, k=k
+                    )
+                    # The usual ks, and k = all samples ("did any sample pass").
+                    for k in sorted({k for k in metrics.PASS_AT_K if k <= planned} | {planned})
+                },
+            }
+        )
+    return rows
+
+
+def _kernelbench_stats(stats: dict | None, hardware: Hardware) -> dict:
+    if not stats:
+        return {}
+    return {
+        "mean": stats.get("mean_ms"),
+        "median": stats.get("median_ms"),
+        "std": stats.get("std_ms"),
+        "min": stats.get("min_ms"),
+        "max": stats.get("max_ms"),
+        "num_trials": stats.get("n"),
+        "hardware": hardware.name or hardware.slug,
+        "device": hardware.slug,
+    }
+
+
+ERROR_KEYS = {
+    Evaluation.Verdict.COMPILE_ERROR: "compilation_error",
+    Evaluation.Verdict.RUNTIME_ERROR: "runtime_error",
+    Evaluation.Verdict.INCORRECT: "correctness_issue",
+    Evaluation.Verdict.TIMEOUT: "runtime_error",
+    Evaluation.Verdict.OUT_OF_MEMORY: "runtime_error",
+}
+
+
+def run_eval_results(run, *, level: int | None = None) -> dict:
+    """The run in KernelBench's eval_results.json layout: {problem number: [one entry per
+    sample: sample_id, compiled, correctness, metadata, runtime, runtime_stats]}.
+
+    KernelBench keys problems by their number within one level, so a run over several levels
+    must name the level it wants.
+    """
+    levels = sorted(run_problems(run))
+    if level is None:
+        if len(levels) > 1:
+            raise ValueError(
+                f"this run covers levels {', '.join(map(str, levels))}; choose one with ?level="
+            )
+        level = levels[0] if levels else None
+    elif level not in levels:
+        raise ValueError(f"this run has no problems in level {level}")
+    chosen = {key: e for key, e in run_samples(run).items() if e is not None}
+    evaluations = Evaluation.objects.in_bulk([e["id"] for e in chosen.values()])
+    problems = Problem.objects.in_bulk({problem_id for problem_id, _ in chosen})
+    hardware = run.hardware
+    results: dict[str, list[dict]] = {}
+    for (problem_id, index), e in sorted(chosen.items(), key=lambda item: item[0][1]):
+        problem = problems[problem_id]
+        if problem.level != level:
+            continue
+        evaluation = evaluations[e["id"]]
+        correct = _ranks(e)
+        stats = _kernelbench_stats(evaluation.candidate_stats, hardware) if correct else {}
+        passed = sum(1 for t in evaluation.trials if isinstance(t, dict) and t.get("passed"))
+        metadata = {
+            "hardware": hardware.name or hardware.slug,
+            "device": hardware.slug,
+            "problem": problem.slug,
+            "submission_id": evaluation.submission_id,
+            "evaluation_id": evaluation.pk,
+            "verdict": evaluation.verdict,
+            "correctness_trials": f"({passed} / {len(evaluation.trials)})",
+            "reference_runtime_stats": _kernelbench_stats(evaluation.reference_stats, hardware),
+            "speedup": evaluation.speedup,
+            "speedup_compile": evaluation.speedup_compile,
+        }
+        if evaluation.flags:
+            metadata["flags"] = list(evaluation.flags)
+        if evaluation.error and evaluation.verdict in ERROR_KEYS:
+            metadata[ERROR_KEYS[evaluation.verdict]] = evaluation.error
+        elif evaluation.error:
+            metadata["other_error"] = evaluation.error
+        results.setdefault(str(problem.number), []).append(
+            {
+                "sample_id": index,
+                "compiled": _compiled(e),
+                "correctness": correct,
+                "metadata": metadata,
+                # KernelBench reports the mean time in ms, and -1.0 when there is none.
+                "runtime": stats.get("mean") if stats.get("mean") is not None else -1.0,
+                "runtime_stats": stats,
+            }
+        )
+    return dict(sorted(results.items(), key=lambda item: int(item[0])))
+
+
+# ---- pages: users, models, records, busiest problems -----------------------------------------
+
+
+def entry_row(entry: BestEntry) -> dict:
+    """A participant's standing on one board, for the user and model pages."""
+    return {
+        "key": f"entry-{entry.problem_id}-{entry.hardware.slug}-{entry.participant}",
+        "participant": entry_participant_label(entry),
+        "participant_key": entry.participant,
+        "participant_url": entry_participant_url(entry),
+        "problem": entry.problem.slug,
+        "level": entry.problem.level,
+        "number": entry.problem.number,
+        "retired": entry.problem.status == Problem.Status.RETIRED,
+        "hardware": entry.hardware.slug,
+        "rank": entry.rank,
+        "candidate_ms": entry.candidate_median_ms,
+        "speedup": entry.speedup,
+        "speedup_eager": entry.speedup_eager,
+        "speedup_compile": entry.speedup_compile,
+        "backend": entry.backend,
+        "submission_id": entry.submission_id,
+        "evaluated": entry.evaluated,
+        "compiled": entry.compiled,
+        "flags": entry.flags,
+        "date": entry.achieved_at.isoformat() if entry.achieved_at else None,
+    }
+
+
+def participant_entries(*, user=None, model=None) -> list[dict]:
+    entries = BestEntry.objects.select_related("problem", "hardware", "user", "model")
+    if model is not None:
+        entries = entries.filter(model=model)
+    else:
+        entries = entries.filter(user=user, model__isnull=True)
+    entries = entries.order_by("problem__level", "problem__number", "hardware__slug")
+    return [entry_row(e) for e in entries]
+
+
+def recent_records(*, limit: int = 20, hardware: Hardware | None = None) -> list[dict]:
+    records = Record.objects.exclude(problem__status=Problem.Status.RETIRED).select_related(
+        "problem", "hardware", "user", "model"
+    )
+    if hardware is not None:
+        records = records.filter(hardware=hardware)
+    return [record_row(r) for r in records.order_by("-achieved_at", "-id")[:limit]]
+
+
+def busiest_problems(*, limit: int = 10) -> list[dict]:
+    """Active problems with the most evaluated submissions, counted from the best entries (an
+    index-only scan of BestEntry's activity index, never the submissions)."""
+    active = Problem.objects.exclude(status=Problem.Status.RETIRED).values("pk")
+    rows = list(
+        BestEntry.objects.filter(problem_id__in=active)
+        .values("problem_id")
+        .annotate(submissions=Sum("evaluated"), participants=Count("id"), ranked=Count("rank"))
+        .order_by("-submissions", "problem_id")[:limit]
+    )
+    problems = Problem.objects.in_bulk([r["problem_id"] for r in rows])
+    return [
+        {
+            "key": f"problem-{r['problem_id']}",
+            "problem": problems[r["problem_id"]].slug,
+            "level": problems[r["problem_id"]].level,
+            "number": problems[r["problem_id"]].number,
+            "submissions": r["submissions"],
+            "participants": r["participants"],
+            "ranked": r["ranked"],
+        }
+        for r in rows
+    ]

@@ -1,0 +1,12 @@
+"""Account pages under /accounts/ (log in and out come from django.contrib.auth.urls)."""
+
+from django.urls import path
+
+from submissions import views
+
+urlpatterns = [
+    path("signup/", views.signup, name="signup"),
+    path("profile/", views.profile, name="profile"),
+    path("tokens/new/", views.token_create, name="token_create"),
+    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
+]

@@ -1,0 +1,355 @@
+"""The REST API for people and agents (/api/v1/): explicit DRF views over the services."""
+
+import json
+import math
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, generics
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView, set_rollback
+
+from problems.models import Problem
+from submissions import serializers as s
+from submissions.authentication import ApiTokenAuthentication, TokenScopes
+from submissions.models import Submission
+from submissions.selectors import can_see_logs, hardware_overview, user_submissions
+from submissions.services import (
+    BATCH_MAX,
+    BatchError,
+    SubmissionError,
+    decode_source,
+    submission_create,
+    submission_create_batch,
+    submission_resolve,
+)
+from submissions.throttling import ReadThrottle, SubmitThrottle
+
+# How SubmissionError codes answer over HTTP; anything else is a plain 400.
+ERROR_STATUS = {"too_large": 413, "retired": 409, "forbidden": 403}
+
+# JSON may escape every character of the source as \uXXXX (6 bytes), plus the other fields.
+BODY_SLACK = 64 * 1024
+
+
+def single_body_limit() -> int:
+    return settings.SUBMISSION_MAX_BYTES * 6 + BODY_SLACK
+
+
+def batch_body_limit() -> int:
+    return single_body_limit() * BATCH_MAX
+
+
+def error_body(detail: str, code: str, **extra) -> dict:
+    return {"detail": detail, "code": code, **{k: v for k, v in extra.items() if v is not None}}
+
+
+def submission_error_response(error: SubmissionError) -> Response:
+    return Response(
+        error_body(error.message, error.code, allowed=error.allowed),
+        status=ERROR_STATUS.get(error.code, 400),
+    )
+
+
+def api_exception_handler(exc, context) -> Response | None:
+    """Every API error has one shape: {detail, code[, allowed, errors, retry_after]}."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if not isinstance(exc, exceptions.APIException):
+        return None
+    headers = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header
+    if isinstance(exc, exceptions.ValidationError):
+        body = error_body("The request is not valid; see `errors`.", "invalid", errors=exc.detail)
+    else:
+        body = error_body(str(exc.detail), getattr(exc.detail, "code", exc.default_code))
+    if isinstance(exc, exceptions.Throttled):
+        wait = max(1, math.ceil(exc.wait or 1))
+        headers["Retry-After"] = str(wait)
+        body["retry_after"] = wait
+    set_rollback()
+    return Response(body, status=exc.status_code, headers=headers)
+
+
+class Utf8JSONParser(JSONParser):
+    """JSON that says plainly when the body is not UTF-8, rather than a codec message."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        raw = stream.read() if stream is not None else b""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise exceptions.ParseError(
+                f"The request body is not UTF-8 text (byte {error.start} is invalid).",
+                code="not_utf8",
+            ) from None
+        try:
+            return json.loads(text) if text.strip() else {}
+        except ValueError as error:
+            raise exceptions.ParseError(f"The body is not valid JSON: {error}.") from None
+
+
+def check_body_size(request, limit: int) -> None:
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > limit:
+        raise BodyTooLarge(f"The request body is {length} bytes; the limit is {limit}.")
+
+
+class BodyTooLarge(exceptions.APIException):
+    status_code = 413
+    default_code = "too_large"
+
+
+ERRORS = {
+    401: OpenApiResponse(s.ApiErrorSerializer, description="No or a bad token."),
+    403: OpenApiResponse(s.ApiErrorSerializer, description="The token lacks the scope."),
+    429: OpenApiResponse(s.ApiErrorSerializer, description="Throttled; see Retry-After."),
+}
+NOT_FOUND = {404: OpenApiResponse(s.ApiErrorSerializer, description="No such object.")}
+BAD_REQUEST = {400: OpenApiResponse(s.ApiErrorSerializer, description="Invalid input.")}
+
+
+class ApiMixin:
+    """Token or session authentication, scopes, per-user throttles, one error shape."""
+
+    authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
+    permission_classes = [TokenScopes]
+    throttle_classes = [ReadThrottle, SubmitThrottle]
+
+    def get_exception_handler(self):
+        return api_exception_handler
+
+
+class Pagination(LimitOffsetPagination):
+    default_limit = 100
+    max_limit = 1000
+
+
+# ---- problems and hardware ----------------------------------------------------------------------
+
+
+class ProblemListApi(ApiMixin, generics.ListAPIView):
+    serializer_class = s.ProblemListSerializer
+    pagination_class = Pagination
+
+    @extend_schema(
+        operation_id="problems_list",
+        parameters=[s.ProblemFilterSerializer],
+        responses={200: s.ProblemListSerializer(many=True), **BAD_REQUEST, **ERRORS},
+        description="Problems, retired ones only when asked for by `status`.",
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        filters = s.ProblemFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        query = filters.validated_data
+        problems = Problem.objects.order_by("level", "number")
+        if query.get("status"):
+            problems = problems.filter(status=query["status"])
+        else:
+            problems = problems.exclude(status=Problem.Status.RETIRED)
+        if query.get("level"):
+            problems = problems.filter(level=query["level"])
+        if query.get("q"):
+            problems = problems.filter(
+                Q(name__icontains=query["q"]) | Q(slug__icontains=query["q"])
+            )
+        return problems
+
+
+class ProblemDetailApi(ApiMixin, generics.RetrieveAPIView):
+    serializer_class = s.ProblemDetailSerializer
+    queryset = Problem.objects.select_related("current_version").prefetch_related(
+        "baselines__hardware"
+    )
+
+    @extend_schema(
+        operation_id="problems_retrieve",
+        responses={200: s.ProblemDetailSerializer, **NOT_FOUND, **ERRORS},
+        description="One problem with its reference source, tolerances and baselines.",
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_object(self):
+        problem = self.get_queryset().filter(
+            level=self.kwargs["level"], number=self.kwargs["number"]
+        ).first()
+        if problem is None:
+            raise exceptions.NotFound(
+                f"There is no problem {self.kwargs['number']} in level {self.kwargs['level']}."
+            )
+        return problem
+
+
+class HardwareListApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="hardware_list",
+        responses={200: s.HardwareSerializer(many=True), **ERRORS},
+        description="Every hardware: what it runs, its queue and its online runners.",
+    )
+    def get(self, request) -> Response:
+        return Response(s.HardwareSerializer(hardware_overview(), many=True).data)
+
+
+# ---- submissions --------------------------------------------------------------------------------
+
+IDEMPOTENCY = OpenApiParameter(
+    "Idempotency-Key",
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="A retried request with the same key returns the first request's submission.",
+)
+SUBMIT_ERRORS = {
+    **BAD_REQUEST,
+    409: OpenApiResponse(s.ApiErrorSerializer, description="The problem is retired."),
+    413: OpenApiResponse(s.ApiErrorSerializer, description="The source is too large."),
+    **ERRORS,
+}
+
+
+class SubmissionListCreateApi(ApiMixin, generics.ListAPIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+    parser_classes = [Utf8JSONParser, MultiPartParser]
+    serializer_class = s.SubmissionListItemSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self):
+        filters = s.SubmissionFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return user_submissions(user=self.request.user, filters=filters.validated_data)
+
+    @extend_schema(
+        operation_id="submissions_list",
+        parameters=[s.SubmissionFilterSerializer],
+        responses={200: s.SubmissionListItemSerializer(many=True), **BAD_REQUEST, **ERRORS},
+        description="Your own submissions, newest first.",
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="submissions_create",
+        parameters=[IDEMPOTENCY],
+        request={
+            "application/json": s.SubmissionInputSerializer,
+            "multipart/form-data": s.SubmissionUploadSerializer,
+        },
+        responses={202: s.AcceptedSerializer, **SUBMIT_ERRORS},
+        description="Queue a kernel for evaluation. Answers at once (202) with where to poll "
+        "(`url`), a server-sent event stream (`events_url`) and a websocket (`stream_url`).",
+    )
+    def post(self, request) -> Response:
+        check_body_size(request, single_body_limit())
+        multipart = request.content_type.startswith("multipart/")
+        input_class = s.SubmissionUploadSerializer if multipart else s.SubmissionInputSerializer
+        serializer = input_class(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        try:
+            if multipart:
+                upload = data.pop("file")
+                data["source"] = decode_source(upload.read())
+                data["filename"] = data.get("filename") or upload.name
+            kwargs = submission_resolve(user=request.user, **data)
+            submission = submission_create(
+                user=request.user,
+                idempotency_key=request.headers.get("Idempotency-Key", "").strip(),
+                **kwargs,
+            )
+        except SubmissionError as error:
+            return submission_error_response(error)
+        body = s.AcceptedSerializer.build(request, submission)
+        return Response(body, status=202, headers={"Location": body["url"]})
+
+
+class SubmissionBatchApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+    parser_classes = [Utf8JSONParser]
+
+    @extend_schema(
+        operation_id="submissions_batch",
+        parameters=[IDEMPOTENCY],
+        request=s.BatchInputSerializer,
+        responses={202: s.BatchAcceptedSerializer, **SUBMIT_ERRORS},
+        description=f"Up to {BATCH_MAX} submissions at once, all or none: when one is invalid "
+        "none is stored, and `errors` lists each invalid item by its index. The status is "
+        "that of the items' errors when they agree (413, 409), else 400.",
+    )
+    def post(self, request) -> Response:
+        check_body_size(request, batch_body_limit())
+        items = request.data.get("submissions") if isinstance(request.data, dict) else None
+        if isinstance(items, list) and len(items) > BATCH_MAX:
+            return Response(
+                error_body(
+                    f"A batch holds at most {BATCH_MAX} submissions, not {len(items)}.",
+                    "batch_too_large",
+                ),
+                status=400,
+            )
+        serializer = s.BatchInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            submissions = submission_create_batch(
+                user=request.user,
+                items=[dict(item) for item in serializer.validated_data["submissions"]],
+                idempotency_key=request.headers.get("Idempotency-Key", "").strip(),
+            )
+        except SubmissionError as error:
+            return submission_error_response(error)
+        except BatchError as error:
+            statuses = {ERROR_STATUS.get(item.code, 400) for _, item in error.errors}
+            errors = [
+                error_body(item.message, item.code, index=index, allowed=item.allowed)
+                for index, item in error.errors
+            ]
+            return Response(
+                error_body(str(error), "invalid_batch", errors=errors),
+                status=statuses.pop() if len(statuses) == 1 else 400,
+            )
+        body = {"submissions": [s.AcceptedSerializer.build(request, x) for x in submissions]}
+        return Response(body, status=202)
+
+
+class SubmissionDetailApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="submissions_retrieve",
+        responses={200: s.SubmissionSerializer, **NOT_FOUND, **ERRORS},
+        description="Status (queued, running, finished), verdict and the full evaluation. "
+        "The source follows the problem's code visibility; logs, tracebacks and seeds are "
+        "shown to the owner and admins only.",
+    )
+    def get(self, request, pk: int) -> Response:
+        submission = (
+            Submission.objects.select_related("problem", "hardware", "user", "model")
+            .filter(pk=pk)
+            .first()
+        )
+        if submission is None:
+            raise exceptions.NotFound(f"There is no submission {pk}.")
+        show_logs = can_see_logs(submission, request.user)
+        data = s.submission_data(
+            request,
+            submission,
+            show_code=submission.code_visible_to(request.user),
+            show_logs=show_logs,
+        )
+        serializer = s.SubmissionSerializer(data, context={"show_logs": show_logs})
+        return Response(serializer.data)

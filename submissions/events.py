@@ -1,0 +1,126 @@
+"""Server-sent events for one submission, for clients that cannot use websockets.
+
+An async view: it tails the LiveEvent rows of the submission's group (written by whichever
+process changed the submission, the runner included), so it works across processes in every
+setup, and ends once the submission is finished.
+"""
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async
+from django.http import JsonResponse, StreamingHttpResponse
+from django.views.decorators.http import require_GET
+from rest_framework.exceptions import AuthenticationFailed
+
+from kbsite.live import submission_group
+from kbsite.models import LiveEvent
+from submissions.authentication import token_from_header
+from submissions.models import Submission
+from submissions.selectors import submission_status_payload
+
+POLL_SECONDS = 0.25
+# Also read the row itself this often, in case an event was pruned or never written.
+CHECK_ROW_SECONDS = 5.0
+KEEPALIVE_SECONDS = 15.0
+# A stream ends after this long even if the evaluation has not; clients reconnect with
+# Last-Event-ID and lose nothing.
+MAX_STREAM_SECONDS = 3600.0
+
+
+def _format(event: str, payload: dict, event_id: int | None = None) -> bytes:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(payload, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def _snapshot(pk: int) -> dict | None:
+    submission = Submission.objects.filter(pk=pk).first()
+    if submission is None:
+        return None
+    return submission_status_payload(submission)
+
+
+def _latest_event_id(group: str) -> int:
+    return (
+        LiveEvent.objects.filter(group=group).order_by("-id").values_list("id", flat=True).first()
+        or 0
+    )
+
+
+def _events_after(group: str, last_id: int) -> list[tuple[int, dict]]:
+    return list(
+        LiveEvent.objects.filter(group=group, id__gt=last_id)
+        .order_by("id")
+        .values_list("id", "payload")[:200]
+    )
+
+
+async def _stream(pk: int, *, last_id: int | None) -> AsyncIterator[bytes]:
+    group = submission_group(pk)
+    if last_id is None:
+        # Take the position first, then the snapshot: nothing can fall between the two.
+        last_id = await sync_to_async(_latest_event_id)(group)
+    snapshot = await sync_to_async(_snapshot)(pk)
+    if snapshot is None:
+        return
+    yield _format("snapshot", {"type": "snapshot", **snapshot}, last_id)
+    if snapshot["status"] == Submission.Status.FINISHED:
+        return
+    started = checked = sent = time.monotonic()
+    while time.monotonic() - started < MAX_STREAM_SECONDS:
+        await asyncio.sleep(POLL_SECONDS)
+        for event_id, payload in await sync_to_async(_events_after)(group, last_id):
+            last_id = event_id
+            sent = time.monotonic()
+            yield _format(payload.get("type", "status"), payload, event_id)
+            if payload.get("status") == Submission.Status.FINISHED:
+                return
+        now = time.monotonic()
+        if now - checked >= CHECK_ROW_SECONDS:
+            checked = now
+            snapshot = await sync_to_async(_snapshot)(pk)
+            if snapshot is None or snapshot["status"] == Submission.Status.FINISHED:
+                if snapshot is not None:
+                    yield _format("status", {"type": "status", **snapshot}, last_id)
+                return
+        if now - sent >= KEEPALIVE_SECONDS:
+            sent = now
+            yield b": keep-alive\n\n"
+
+
+def _authenticate(header: bytes) -> str | None:
+    """None when the request may go on; otherwise why it may not."""
+    try:
+        token_from_header(header)
+    except AuthenticationFailed as error:
+        return str(error.detail)
+    return None
+
+
+@require_GET
+async def submission_events(request, pk: int):
+    """`text/event-stream` of the submission's status: a snapshot, then every change."""
+    # The status is public, as on the submission page and its websocket; a token that is
+    # sent must still be valid.
+    header = request.headers.get("Authorization", "").encode("latin-1", "replace")
+    problem = await sync_to_async(_authenticate)(header)
+    if problem:
+        return JsonResponse({"detail": problem, "code": "authentication_failed"}, status=401)
+    exists = await Submission.objects.filter(pk=pk).aexists()
+    if not exists:
+        return JsonResponse(
+            {"detail": f"There is no submission {pk}.", "code": "not_found"}, status=404
+        )
+    last_event = request.headers.get("Last-Event-ID", "")
+    response = StreamingHttpResponse(
+        _stream(pk, last_id=int(last_event) if last_event.isdigit() else None),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # proxies must not hold the stream back
+    return response

@@ -1,0 +1,20 @@
+"""Run pages (include under "runs/") and the run API (`api_urlpatterns`, added to /api/)."""
+
+from django.urls import path
+
+from submissions import run_api, run_views
+
+urlpatterns = [
+    path("", run_views.run_list, name="run_list"),
+    path("<int:pk>/", run_views.run_detail, name="run_detail"),
+    path("<int:pk>/status.json", run_views.run_status, name="run_status"),
+    path("<int:pk>/<slug:action>/", run_views.run_action, name="run_action"),
+]
+
+api_urlpatterns = [
+    path("runs/", run_api.RunListCreateApi.as_view(), name="api_runs"),
+    path("runs/<int:pk>/", run_api.RunDetailApi.as_view(), name="api_run"),
+    path("runs/<int:pk>/start/", run_api.RunStartApi.as_view(), name="api_run_start"),
+    path("runs/<int:pk>/stop/", run_api.RunStopApi.as_view(), name="api_run_stop"),
+    path("runs/<int:pk>/resume/", run_api.RunResumeApi.as_view(), name="api_run_resume"),
+]

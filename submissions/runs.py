@@ -1,0 +1,785 @@
+"""Model runs (flow 5): a model generating kernels over problems; every sample is a submission.
+
+A run is a grid of steps, one Generation row per (problem, sample, turn). Steps are created and
+queued on the "generation" django-q2 cluster as they become ready, so a stopped run resumes
+where it was: a step that is done, had no code, or failed is never asked again.
+
+- `run_create` stores a pending run; `run_start` / `run_resume` mark it running and queue every
+  step that is ready; `run_stop` makes queued steps return without calling the model.
+- `generation_step` (one queued task) claims its step, asks the model with no transaction
+  open, extracts the code and stores the answer, the submission (whose evaluation is queued on
+  commit) and the tokens and cost, in one short transaction.
+- With refinement, turn k+1 of a sample is ready once turn k's evaluation is stored; a watcher
+  task on the same queue looks for such samples while the run is running.
+"""
+
+import re
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from evaluation.models import Evaluation, Hardware
+from problems.models import Problem, Tag
+from submissions import llm
+from submissions.models import Generation, Model, Run, Submission
+from submissions.services import (
+    PRECISIONS,
+    SubmissionError,
+    decode_source,
+    submission_create,
+)
+
+GENERATION_QUEUE = "generation"
+MAX_SAMPLES = 100
+MAX_REFINEMENT_TURNS = 10
+MAX_TEMPERATURE = 2.0
+FINISHED_STEPS = (Generation.Status.DONE, Generation.Status.NO_CODE, Generation.Status.FAILED)
+
+
+class RunError(Exception):
+    """A run request that cannot be carried out; `code` says why, for HTTP status mapping."""
+
+    def __init__(self, message: str, *, code: str, allowed: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code  # no_problems, unknown_problem, bad_state, unknown_backend, ...
+        self.allowed = allowed
+
+
+# ---- creating and steering runs ---------------------------------------------------------------
+
+
+def run_problems_select(
+    *,
+    problems: Iterable[Problem | str] | None = None,
+    level: int | None = None,
+    tag: str | None = None,
+) -> list[Problem]:
+    """The problems a run covers: a list (slugs or problems), or the published problems of a
+    level and/or a tag; a list narrowed by level or tag keeps only those that match."""
+    if problems is None and level is None and not tag:
+        raise RunError("Choose the problems: a list, a level or a tag.", code="no_problems")
+    chosen = Problem.objects.filter(current_version__isnull=False)
+    if problems is not None:
+        wanted = list(problems)
+        slugs = {p.slug if isinstance(p, Problem) else str(p) for p in wanted}
+        found = {p.slug: p for p in Problem.objects.filter(slug__in=slugs)}
+        unknown = sorted(slugs - set(found))
+        if unknown:
+            raise RunError(f"Unknown problems: {', '.join(unknown)}.", code="unknown_problem")
+        closed = sorted(s for s, p in found.items() if not p.is_open_for_submissions)
+        if closed:
+            raise RunError(f"Retired problems take no runs: {', '.join(closed)}.", code="retired")
+        chosen = chosen.filter(slug__in=slugs)
+    else:
+        chosen = chosen.filter(status=Problem.Status.PUBLISHED)
+    if level is not None:
+        chosen = chosen.filter(level=level)
+    if tag:
+        if not Tag.objects.filter(name=tag).exists():
+            raise RunError(f"Unknown tag {tag!r}.", code="unknown_tag")
+        chosen = chosen.filter(tags__name=tag)
+    selected = list(chosen.distinct().order_by("level", "number"))
+    if not selected:
+        raise RunError("No problem matches that choice.", code="no_problems")
+    return selected
+
+
+def _check_settings(
+    *,
+    model: Model,
+    backend: str,
+    hardware: Hardware,
+    precision: str,
+    samples_per_problem: int,
+    temperature: float,
+    prompt_style: str,
+    refinement_turns: int,
+) -> None:
+    if not model.active:
+        raise RunError(f"The model {model} is not active.", code="inactive_model")
+    backends = list(Submission.Backend.values)
+    if backend not in backends:
+        raise RunError(f"Unknown backend {backend!r}.", code="unknown_backend", allowed=backends)
+    if hardware.backends and backend not in hardware.backends:
+        raise RunError(
+            f"Hardware {hardware.slug} does not run the {backend} backend.",
+            code="unknown_backend",
+            allowed=list(hardware.backends),
+        )
+    if precision not in PRECISIONS:
+        raise RunError(
+            f"Unknown precision {precision!r}.", code="unknown_precision", allowed=list(PRECISIONS)
+        )
+    styles = list(Run.PromptStyle.values)
+    if prompt_style not in styles:
+        raise RunError(
+            f"Unknown prompt style {prompt_style!r}.", code="unknown_prompt_style", allowed=styles
+        )
+    if prompt_style == Run.PromptStyle.TRITON and backend != Submission.Backend.TRITON:
+        raise RunError(
+            "The Triton prompt style asks for Triton kernels; use it with the triton backend.",
+            code="unknown_prompt_style",
+        )
+    if not 1 <= samples_per_problem <= MAX_SAMPLES:
+        raise RunError(
+            f"Samples per problem must be between 1 and {MAX_SAMPLES}.", code="bad_samples"
+        )
+    if not 0 <= temperature <= MAX_TEMPERATURE:
+        raise RunError(
+            f"The temperature must be between 0 and {MAX_TEMPERATURE}.", code="bad_temperature"
+        )
+    if not 0 <= refinement_turns <= MAX_REFINEMENT_TURNS:
+        raise RunError(
+            f"Refinement turns must be between 0 and {MAX_REFINEMENT_TURNS}.", code="bad_turns"
+        )
+
+
+def run_create(
+    *,
+    model: Model,
+    name: str = "",
+    problems: Iterable[Problem | str] | None = None,
+    level: int | None = None,
+    tag: str | None = None,
+    backend: str,
+    hardware: Hardware,
+    precision: str = "fp32",
+    samples_per_problem: int = 1,
+    temperature: float = 0.0,
+    prompt_style: str = Run.PromptStyle.ONE_SHOT,
+    refinement_turns: int = 0,
+    user=None,
+) -> Run:
+    """Validate and store a pending run (nothing is asked of the model until it starts)."""
+    _check_settings(
+        model=model,
+        backend=backend,
+        hardware=hardware,
+        precision=precision,
+        samples_per_problem=samples_per_problem,
+        temperature=temperature,
+        prompt_style=prompt_style,
+        refinement_turns=refinement_turns,
+    )
+    selected = run_problems_select(problems=problems, level=level, tag=tag)
+    name = name.strip() or f"{model} on {hardware.slug}, {timezone.now():%Y-%m-%d %H:%M}"
+    with transaction.atomic():
+        run = Run.objects.create(
+            name=name[:200],
+            model=model,
+            backend=backend,
+            hardware=hardware,
+            precision=precision,
+            samples_per_problem=samples_per_problem,
+            temperature=temperature,
+            prompt_style=prompt_style,
+            refinement_turns=refinement_turns,
+            created_by=user if user is not None and user.is_authenticated else None,
+        )
+        run.problems.set(selected)
+    return run
+
+
+def _move(run: Run, *, from_states: Iterable[str], to: str, action: str, **extra) -> Run:
+    """A conditional update, so two people pressing stop and resume at once cannot both win."""
+    moved = Run.objects.filter(pk=run.pk, status__in=list(from_states)).update(status=to, **extra)
+    run.refresh_from_db()
+    if not moved:
+        raise RunError(f"Run {run.pk} is {run.status}; it cannot be {action}.", code="bad_state")
+    return run
+
+
+def run_start(*, run: Run) -> Run:
+    run = _move(run, from_states=[Run.Status.PENDING], to=Run.Status.RUNNING, action="started")
+    run_advance(run=run, requeue_pending=True)
+    _enqueue_watch(run)
+    return run
+
+
+def run_stop(*, run: Run) -> Run:
+    """Queued steps return without asking the model; a call already made is still stored."""
+    return _move(
+        run, from_states=[Run.Status.PENDING, Run.Status.RUNNING], to=Run.Status.STOPPED,
+        action="stopped",
+    )
+
+
+def run_resume(*, run: Run) -> Run:
+    """Queue again every step not finished. A running run may be resumed too: its steps are
+    sent again (after a generation worker died, say); a step's claim lets one copy through."""
+    run = _move(
+        run, from_states=[Run.Status.STOPPED, Run.Status.RUNNING], to=Run.Status.RUNNING,
+        action="resumed", finished_at=None,
+    )
+    run_advance(run=run, requeue_pending=True)
+    _enqueue_watch(run)
+    return run
+
+
+def _finish(run: Run) -> None:
+    Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+        status=Run.Status.FINISHED, finished_at=timezone.now()
+    )
+
+
+# ---- the step grid ----------------------------------------------------------------------------
+
+
+def _enqueue_step(generation_id: int, attempts: int) -> None:
+    """Queue a step once the row is committed; `attempts` is the claim it must win."""
+    transaction.on_commit(
+        lambda: async_task(
+            "submissions.run_tasks.generate",
+            generation_id,
+            attempts,
+            cluster=GENERATION_QUEUE,
+            task_name=f"generate-{generation_id}-{attempts}",
+        )
+    )
+
+
+def _enqueue_watch(run: Run) -> None:
+    if run.refinement_turns == 0:
+        return  # without refinement every step is queued up front; no waiting to watch
+    transaction.on_commit(
+        lambda: async_task(
+            "submissions.run_tasks.watch",
+            run.pk,
+            cluster=GENERATION_QUEUE,
+            task_name=f"watch-run-{run.pk}",
+            save=False,  # it requeues itself while waiting: keep its results out of the table
+        )
+    )
+
+
+def run_advance(*, run: Run, requeue_pending: bool = False) -> int:
+    """Create and queue the steps that are ready; finish the run when no step is left.
+
+    A sample's chain is complete when its last turn is finished, or a turn failed (the
+    provider gave no answer after retries). Turn k+1 is ready when turn k had no code, or its
+    submission's evaluation is stored. Returns how many steps were queued.
+    """
+    if run.status != Run.Status.RUNNING:
+        return 0
+    latest: dict[tuple[int, int], dict] = {}
+    for row in run.generations.order_by("turn").values(
+        "pk", "problem_id", "sample_index", "turn", "status", "attempts", "submission__status"
+    ):
+        latest[(row["problem_id"], row["sample_index"])] = row
+    queued = 0
+    complete = True
+    for problem_id in run.problems.order_by("level", "number").values_list("pk", flat=True):
+        for sample in range(run.samples_per_problem):
+            row = latest.get((problem_id, sample))
+            next_turn = 0
+            if row is not None:
+                if row["status"] == Generation.Status.PENDING:
+                    complete = False
+                    if requeue_pending:
+                        _enqueue_step(row["pk"], row["attempts"])
+                        queued += 1
+                    continue
+                if row["status"] == Generation.Status.FAILED:
+                    continue
+                if row["turn"] >= run.refinement_turns:
+                    continue
+                waiting = row["submission__status"] not in (None, Submission.Status.FINISHED)
+                if waiting:
+                    complete = False
+                    continue
+                next_turn = row["turn"] + 1
+            complete = False
+            step, created = Generation.objects.get_or_create(
+                run=run, problem_id=problem_id, sample_index=sample, turn=next_turn
+            )
+            if created or (requeue_pending and step.status == Generation.Status.PENDING):
+                _enqueue_step(step.pk, step.attempts)
+                queued += 1
+    if complete:
+        _finish(run)
+    return queued
+
+
+def run_watch(*, run_id: int) -> str:
+    """Task body: advance a refining run, then look again a little later while it runs."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None or run.status != Run.Status.RUNNING:
+        return "not running"
+    run_advance(run=run)
+    run.refresh_from_db(fields=["status"])
+    if run.status != Run.Status.RUNNING:
+        return run.status
+    # Sleeping here holds one generation worker briefly; it keeps the django-q2 scheduler
+    # (which looks at schedules only every 30 s) out of every refinement turn's latency.
+    time.sleep(float(getattr(settings, "RUN_WATCH_SECONDS", 2.0)))
+    _enqueue_watch(run)
+    return "watching"
+
+
+# ---- one step ---------------------------------------------------------------------------------
+
+
+def _evaluation_feedback(evaluation: Evaluation | None) -> dict | None:
+    if evaluation is None:
+        return None
+    return {
+        "verdict": evaluation.verdict,
+        "error": evaluation.error,
+        "compile_log": evaluation.compile_log,
+        "traceback": evaluation.traceback,
+        "flags": evaluation.flags,
+        "candidate_ms": evaluation.candidate_median_ms,
+        "reference_ms": evaluation.reference_median_ms,
+        "speedup": evaluation.speedup,
+    }
+
+
+def step_messages(generation: Generation) -> list[dict]:
+    """The conversation for a step: the one-shot prompt, then each earlier turn's answer and
+    what the evaluator said about it."""
+    run = generation.run
+    messages = [
+        {
+            "role": "user",
+            "content": llm.build_prompt(
+                reference_source=generation.problem.source,
+                backend=run.backend,
+                prompt_style=run.prompt_style,
+            ),
+        }
+    ]
+    earlier = Generation.objects.filter(
+        run=run,
+        problem=generation.problem,
+        sample_index=generation.sample_index,
+        turn__lt=generation.turn,
+    ).select_related("submission")
+    for previous in earlier.order_by("turn"):
+        messages.append({"role": "assistant", "content": previous.response or "(no answer)"})
+        submission = previous.submission
+        feedback = llm.feedback_message(
+            evaluation=_evaluation_feedback(submission.latest_evaluation if submission else None),
+            had_code=submission is not None,
+        )
+        if submission is None and previous.error:
+            feedback = f"{previous.error}\n\n{feedback}"
+        messages.append({"role": "user", "content": feedback})
+    return messages
+
+
+def _deadline() -> float:
+    """Leave the queue's hard timeout some room, so a slow provider ends as a failed step."""
+    timeout = float(getattr(settings, "Q_TIMEOUT", 360))
+    return time.monotonic() + max(30.0, timeout - 30.0)
+
+
+def generation_step(*, generation_id: int, attempts: int) -> str:
+    """Task body: ask the model for one step and store what it answered."""
+    generation = (
+        Generation.objects.select_related("run__model", "run__hardware", "problem__current_version")
+        .filter(pk=generation_id)
+        .first()
+    )
+    if generation is None:
+        return "gone"
+    run = generation.run
+    if run.status != Run.Status.RUNNING:
+        return f"run {run.status}"
+    if generation.status != Generation.Status.PENDING:
+        return f"already {generation.status}"
+    messages = step_messages(generation)
+    # The claim: only the copy of this task that saw these attempts goes on to call the model.
+    claimed = Generation.objects.filter(
+        pk=generation.pk, status=Generation.Status.PENDING, attempts=attempts
+    ).update(attempts=attempts + 1, prompt=llm.render_messages(messages))
+    if not claimed:
+        return "not claimed"
+
+    model = run.model
+    answer: llm.Answer | None = None
+    try:
+        mock = llm.mock_for(
+            model=model.litellm_name,
+            problem=generation.problem.slug,
+            sample=generation.sample_index,
+            turn=generation.turn,
+        )
+        answer = llm.complete(
+            model=llm.ModelSettings(
+                litellm_name=model.litellm_name,
+                api_key_env=model.api_key_env,
+                api_base_env=model.api_base_env,
+            ),
+            messages=messages,
+            temperature=run.temperature,
+            mock=mock,
+            deadline=_deadline(),
+        )
+    except llm.LLMFailure as failure:
+        _store_failure(generation, failure)
+    else:
+        _store_answer(generation, answer)
+    run.refresh_from_db(fields=["status"])
+    run_advance(run=run)
+    generation.refresh_from_db(fields=["status"])
+    return generation.status
+
+
+def _store_failure(generation: Generation, failure: llm.LLMFailure) -> None:
+    Generation.objects.filter(pk=generation.pk, status=Generation.Status.PENDING).update(
+        status=Generation.Status.FAILED,
+        error=failure.message[:10000],
+        attempts=F("attempts") + max(failure.tries - 1, 0),
+        finished_at=timezone.now(),
+    )
+
+
+def _store_answer(generation: Generation, answer: llm.Answer) -> None:
+    run = generation.run
+    code = llm.extract_code(answer.text)
+    with transaction.atomic():
+        won = Generation.objects.filter(pk=generation.pk, status=Generation.Status.PENDING).update(
+            status=Generation.Status.DONE if code else Generation.Status.NO_CODE,
+            response=answer.text,
+            error="" if code else "The answer has no Python code block defining ModelNew.",
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            cost_usd=answer.cost_usd,
+            attempts=F("attempts") + answer.tries - 1,
+            finished_at=timezone.now(),
+        )
+        # A call that was paid for counts, even when a twin of this step stored first.
+        Run.objects.filter(pk=run.pk).update(
+            prompt_tokens=F("prompt_tokens") + answer.prompt_tokens,
+            completion_tokens=F("completion_tokens") + answer.completion_tokens,
+            cost_usd=F("cost_usd") + answer.cost_usd,
+        )
+        if not won or not code:
+            return
+        try:
+            submission = submission_create(
+                user=None,
+                problem=generation.problem,
+                source=code,
+                backend=run.backend,
+                hardware=run.hardware,
+                precision=run.precision,
+                filename=f"run{run.pk}_{generation.problem.slug.replace('/', '_')}"
+                f"_s{generation.sample_index}_t{generation.turn}.py",
+                model=run.model,
+                run=run,
+                sample_index=generation.sample_index,
+            )
+        except SubmissionError as error:
+            Generation.objects.filter(pk=generation.pk).update(
+                status=Generation.Status.NO_CODE, error=f"The code was refused: {error.message}"
+            )
+            return
+        Generation.objects.filter(pk=generation.pk).update(submission=submission)
+
+
+# ---- reading a run ----------------------------------------------------------------------------
+
+
+def run_progress(run: Run) -> dict:
+    """Counts for the run page: steps generated, submissions evaluated, correct."""
+    steps = dict(run.generations.values_list("status").annotate(n=Count("id")))
+    submissions = run.submissions.aggregate(
+        total=Count("id"),
+        evaluated=Count("id", filter=Q(status=Submission.Status.FINISHED)),
+        correct=Count("id", filter=Q(verdict=Evaluation.Verdict.CORRECT)),
+    )
+    problems = run.problems.count()
+    return {
+        "status": run.status,
+        "problems": problems,
+        "planned_steps": problems * run.samples_per_problem * (1 + run.refinement_turns),
+        "pending": steps.get(Generation.Status.PENDING, 0),
+        "generated": sum(steps.get(s, 0) for s in FINISHED_STEPS),
+        "done": steps.get(Generation.Status.DONE, 0),
+        "no_code": steps.get(Generation.Status.NO_CODE, 0),
+        "failed": steps.get(Generation.Status.FAILED, 0),
+        "submissions": submissions["total"],
+        "evaluated": submissions["evaluated"],
+        "correct": submissions["correct"],
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "cost_usd": run.cost_usd,
+    }
+
+
+def _speedup(evaluation: Evaluation) -> float | None:
+    # The side-by-side measurement of the same evaluation, else the stored eager baseline:
+    # the leaderboard's reading of "faster than the baseline".
+    return evaluation.speedup if evaluation.speedup is not None else evaluation.speedup_eager
+
+
+def _rank_key(evaluation: Evaluation) -> tuple:
+    return (
+        evaluation.ranks,
+        evaluation.verdict != Evaluation.Verdict.COMPILE_ERROR,
+        _speedup(evaluation) or 0.0,
+    )
+
+
+def run_outcomes(run: Run) -> dict[int, Evaluation]:
+    """Per problem: the best evaluation of sample 0 over its turns (KernelBench scores a run
+    by its first sample; refinement keeps the best turn)."""
+    best: dict[int, Evaluation] = {}
+    seen: set[int] = set()
+    evaluations = Evaluation.objects.filter(
+        submission__run=run,
+        submission__sample_index=0,
+        hardware_id=run.hardware_id,
+        purpose=Evaluation.Purpose.SUBMISSION,
+    ).select_related("submission")
+    for evaluation in evaluations.order_by("submission_id", "-finished_at", "-id"):
+        if evaluation.submission_id in seen:
+            continue  # an older evaluation of a submission evaluated again
+        seen.add(evaluation.submission_id)
+        problem_id = evaluation.submission.problem_id
+        current = best.get(problem_id)
+        if current is None or _rank_key(evaluation) > _rank_key(current):
+            best[problem_id] = evaluation
+    return best
+
+
+@dataclass
+class FastPRow:
+    level: int
+    problems: int
+    correct: int
+    fast_p: dict[float, float] = field(default_factory=dict)
+    geomean_speedup: float | None = None
+
+
+def run_fast_p(run: Run) -> list[FastPRow]:
+    """fast_p per level over the run's problems (every one in the denominator)."""
+    from leaderboard import metrics  # pure functions, the one definition of fast_p
+
+    outcomes = {
+        problem_id: metrics.Outcome(
+            compiled=evaluation.verdict != Evaluation.Verdict.COMPILE_ERROR,
+            correct=evaluation.ranks,
+            speedup=_speedup(evaluation),
+        )
+        for problem_id, evaluation in run_outcomes(run).items()
+    }
+    by_level: dict[int, list[int]] = defaultdict(list)
+    for pk, level in run.problems.order_by("level", "number").values_list("pk", "level"):
+        by_level[level].append(pk)
+    rows = []
+    for level, problem_ids in sorted(by_level.items()):
+        summary = metrics.level_summary(outcomes, problems=problem_ids)
+        rows.append(
+            FastPRow(
+                level=level,
+                problems=summary.total,
+                correct=summary.correct,
+                fast_p=dict(summary.fast_p),
+                geomean_speedup=summary.geomean_speedup,
+            )
+        )
+    return rows
+
+
+def fast_p_label(p: float) -> str:
+    return f"fast_{p:g}"
+
+
+def run_status_payload(run: Run) -> dict:
+    """Everything the run page shows, as JSON: the page polls it for live progress."""
+    evaluations: dict[int, dict] = {}
+    for row in (
+        Evaluation.objects.filter(submission__run=run, purpose=Evaluation.Purpose.SUBMISSION)
+        .order_by("submission_id", "-finished_at", "-id")
+        .values("submission_id", "verdict", "speedup", "speedup_eager")
+    ):
+        evaluations.setdefault(row["submission_id"], row)
+    steps: dict[int, list[dict]] = defaultdict(list)
+    for g in run.generations.select_related("submission").order_by("sample_index", "turn"):
+        submission = g.submission
+        evaluation = evaluations.get(g.submission_id) if g.submission_id else None
+        steps[g.problem_id].append(
+            {
+                "sample": g.sample_index,
+                "turn": g.turn,
+                "status": g.status,
+                "error": g.error[:300],
+                "submission": g.submission_id,
+                "submission_url": submission.get_absolute_url() if submission else None,
+                "submission_status": submission.status if submission else None,
+                "verdict": (submission.verdict or None) if submission else None,
+                "speedup": (
+                    evaluation["speedup"]
+                    if evaluation and evaluation["speedup"] is not None
+                    else (evaluation or {}).get("speedup_eager")
+                ),
+            }
+        )
+    problems = [
+        {
+            "id": problem.pk,
+            "slug": problem.slug,
+            "url": problem.get_absolute_url(),
+            "steps": steps.get(problem.pk, []),
+        }
+        for problem in run.problems.order_by("level", "number")
+    ]
+    return {
+        "run": run.pk,
+        **run_progress(run),
+        "fast_p": [
+            {
+                "level": row.level,
+                "problems": row.problems,
+                "correct": row.correct,
+                "geomean_speedup": row.geomean_speedup,
+                **{fast_p_label(p): value for p, value in row.fast_p.items()},
+            }
+            for row in run_fast_p(run)
+        ],
+        "problem_steps": problems,
+    }
+
+
+# ---- importing a KernelBench generations folder ------------------------------------------------
+
+GENERATION_FILE = re.compile(
+    r"^level_(?P<level>\d+)_problem_(?P<number>\d+)_sample_(?P<sample>\d+)_kernel\.py$"
+)
+
+
+@dataclass
+class ImportReport:
+    run: Run
+    imported: int
+    skipped: list[tuple[str, str]]  # (file name, why)
+
+
+def generations_import(
+    *,
+    folder: Path,
+    model_name: str,
+    hardware: Hardware,
+    backend: str = "cuda",
+    precision: str = "fp32",
+    name: str = "",
+    user=None,
+) -> ImportReport:
+    """Store a folder of KernelBench generations (level_L_problem_P_sample_S_kernel.py) as a
+    finished run of the named model; every file becomes a submission queued for evaluation.
+
+    Files that cannot be imported are listed with the reason and left as they are; nothing is
+    stored when no file can be imported.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RunError(f"{folder} is not a folder.", code="not_a_folder")
+    model_name = model_name.strip()
+    if not model_name:
+        raise RunError("Name the model that generated these kernels.", code="no_model")
+    skipped: list[tuple[str, str]] = []
+    found: dict[tuple[int, int, int], tuple[str, str]] = {}  # (level, number, sample)
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        match = GENERATION_FILE.match(path.name)
+        if not match:
+            skipped.append((path.name, "not named level_L_problem_P_sample_S_kernel.py"))
+            continue
+        key = (int(match["level"]), int(match["number"]), int(match["sample"]))
+        if key in found:
+            skipped.append((path.name, f"the same sample as {found[key][0]}"))
+            continue
+        try:
+            source = decode_source(path.read_bytes())
+        except SubmissionError as error:
+            skipped.append((path.name, error.message))
+            continue
+        if not source.strip():
+            skipped.append((path.name, "the file is empty"))
+            continue
+        found[key] = (path.name, source)
+    problems = {
+        (p.level, p.number): p
+        for p in Problem.objects.filter(
+            level__in={k[0] for k in found}, number__in={k[1] for k in found}
+        )
+    }
+    for key in [k for k in found if (k[0], k[1]) not in problems]:
+        skipped.append((found.pop(key)[0], f"there is no problem {key[1]} in level {key[0]}"))
+    if not found:
+        reasons = "; ".join(f"{f}: {why}" for f, why in skipped) or "the folder is empty"
+        raise RunError(f"Nothing to import from {folder} ({reasons}).", code="nothing_to_import")
+
+    model = Model.objects.filter(litellm_name=model_name).first()
+    _check_settings(
+        model=model or Model(litellm_name=model_name),
+        backend=backend,
+        hardware=hardware,
+        precision=precision,
+        samples_per_problem=1,
+        temperature=0.0,
+        prompt_style=Run.PromptStyle.ONE_SHOT,
+        refinement_turns=0,
+    )
+    now = timezone.now()
+    imported = 0
+    with transaction.atomic():
+        if model is None:
+            model = Model.objects.create(litellm_name=model_name, display_name=model_name)
+        run = Run.objects.create(
+            name=(name.strip() or f"{model_name} (imported from {folder.name})")[:200],
+            model=model,
+            backend=backend,
+            hardware=hardware,
+            precision=precision,
+            samples_per_problem=max(sample for _, _, sample in found) + 1,
+            status=Run.Status.FINISHED,
+            created_by=user if user is not None and user.is_authenticated else None,
+            finished_at=now,
+        )
+        run.problems.set({problems[(level, number)] for level, number, _ in found})
+        for (level, number, sample), (filename, source) in sorted(found.items()):
+            problem = problems[(level, number)]
+            try:
+                submission = submission_create(
+                    user=None,
+                    problem=problem,
+                    source=source,
+                    backend=backend,
+                    hardware=hardware,
+                    precision=precision,
+                    filename=filename,
+                    model=model,
+                    run=run,
+                    sample_index=sample,
+                )
+            except SubmissionError as error:
+                skipped.append((filename, error.message))
+                continue
+            Generation.objects.create(
+                run=run,
+                problem=problem,
+                sample_index=sample,
+                status=Generation.Status.DONE,
+                prompt=f"(imported from {filename})",
+                response=source,
+                submission=submission,
+                finished_at=now,
+            )
+            imported += 1
+        if not imported:
+            reasons = "; ".join(f"{f}: {why}" for f, why in skipped)
+            raise RunError(f"Nothing could be imported ({reasons}).", code="nothing_to_import")
+    return ImportReport(run=run, imported=imported, skipped=skipped)

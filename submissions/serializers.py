@@ -1,0 +1,316 @@
+"""Input and output serializers of the REST API (/api/v1/)."""
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from evaluation.models import Evaluation
+from problems.models import Problem
+from submissions.models import Submission
+from submissions.selectors import queue_position
+from submissions.services import BATCH_MAX, PRECISIONS
+
+# ---- errors -------------------------------------------------------------------------------------
+
+
+class ApiErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What went wrong, in plain words.")
+    code = serializers.CharField(help_text="A stable code: too_large, not_utf8, retired, ...")
+    allowed = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="The values that would have been accepted, where there is a fixed set.",
+    )
+    errors = serializers.JSONField(
+        required=False, help_text="Per-field (or, for a batch, per-item) errors."
+    )
+    retry_after = serializers.IntegerField(required=False, help_text="Seconds, when throttled.")
+
+
+class BatchItemErrorSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    allowed = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+# ---- problems and hardware ----------------------------------------------------------------------
+
+
+class ProblemFilterSerializer(serializers.Serializer):
+    level = serializers.IntegerField(required=False, min_value=1)
+    status = serializers.ChoiceField(choices=Problem.Status.choices, required=False)
+    q = serializers.CharField(required=False, help_text="Text in the name or slug.")
+
+
+class ProblemListSerializer(serializers.Serializer):
+    level = serializers.IntegerField()
+    number = serializers.IntegerField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    status = serializers.CharField()
+    precision = serializers.CharField()
+    url = serializers.SerializerMethodField()
+
+    def get_url(self, problem) -> str:
+        request = self.context["request"]
+        return request.build_absolute_uri(f"/api/v1/problems/{problem.level}/{problem.number}/")
+
+
+class BaselineSerializer(serializers.Serializer):
+    hardware = serializers.CharField(source="hardware.slug")
+    mode = serializers.CharField()
+    median_ms = serializers.FloatField()
+
+
+class ProblemDetailSerializer(ProblemListSerializer):
+    description = serializers.CharField()
+    atol = serializers.FloatField(allow_null=True)
+    rtol = serializers.FloatField(allow_null=True)
+    version = serializers.IntegerField(source="current_version.version", allow_null=True)
+    source_hash = serializers.CharField(source="current_version.source_hash", allow_null=True)
+    source = serializers.CharField(help_text="The reference program (KernelBench format).")
+    open_for_submissions = serializers.BooleanField(source="is_open_for_submissions")
+    baselines = BaselineSerializer(many=True, source="baselines.all")
+
+
+class HardwareSerializer(serializers.Serializer):
+    slug = serializers.CharField(source="hardware.slug")
+    name = serializers.CharField(source="hardware.name")
+    kind = serializers.CharField(source="hardware.kind")
+    arch = serializers.CharField(source="hardware.arch")
+    memory_bytes = serializers.IntegerField(source="hardware.memory_bytes", allow_null=True)
+    gpu_count = serializers.IntegerField(source="hardware.gpu_count")
+    backends = serializers.ListField(child=serializers.CharField(), source="hardware.backends")
+    torch_version = serializers.CharField(source="hardware.torch_version")
+    cuda_version = serializers.CharField(source="hardware.cuda_version")
+    triton_version = serializers.CharField(source="hardware.triton_version")
+    queue_length = serializers.IntegerField(source="queued", help_text="Submissions waiting.")
+    running = serializers.IntegerField()
+    online_runners = serializers.IntegerField(source="online")
+
+
+# ---- submissions: input -------------------------------------------------------------------------
+
+
+class SubmissionInputSerializer(serializers.Serializer):
+    level = serializers.IntegerField(min_value=0)
+    number = serializers.IntegerField(min_value=0)
+    # Free text, not choices: the service answers an unknown value with the allowed ones.
+    backend = serializers.CharField(max_length=32, help_text="cuda, triton, torch or cpp.")
+    hardware = serializers.CharField(max_length=64, help_text="A hardware slug, e.g. h200.")
+    source = serializers.CharField(
+        trim_whitespace=False,
+        allow_blank=True,
+        help_text=f"The kernel file (UTF-8, at most {settings.SUBMISSION_MAX_BYTES} bytes).",
+    )
+    precision = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=8,
+        help_text=f"One of {', '.join(PRECISIONS)}; the problem's precision when left out.",
+    )
+    model = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, help_text="A model's litellm name."
+    )
+    run = serializers.IntegerField(required=False, allow_null=True, help_text="A run's id.")
+    filename = serializers.CharField(required=False, allow_blank=True, max_length=255)
+
+
+class SubmissionUploadSerializer(SubmissionInputSerializer):
+    """The same fields as multipart form data, with the kernel as a file."""
+
+    source = None  # type: ignore[assignment]
+    file = serializers.FileField(help_text="The kernel file; must be UTF-8 text.")
+
+
+class BatchInputSerializer(serializers.Serializer):
+    submissions = SubmissionInputSerializer(many=True, max_length=BATCH_MAX, allow_empty=False)
+
+
+class SubmissionFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Submission.Status.choices, required=False)
+    verdict = serializers.CharField(required=False)
+    backend = serializers.CharField(required=False)
+    hardware = serializers.CharField(required=False)
+    level = serializers.IntegerField(required=False)
+    number = serializers.IntegerField(required=False)
+
+
+# ---- submissions: output ------------------------------------------------------------------------
+
+
+def submission_urls(request, submission: Submission) -> dict:
+    api = request.build_absolute_uri(f"/api/v1/submissions/{submission.pk}/")
+    websocket = request.build_absolute_uri(f"/ws/submissions/{submission.pk}/")
+    websocket = "ws" + websocket.removeprefix("http")  # http -> ws, https -> wss
+    return {
+        "url": api,
+        "events_url": api + "events/",
+        "stream_url": websocket,
+        "page_url": request.build_absolute_uri(submission.get_absolute_url()),
+    }
+
+
+class AcceptedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Submission.Status.choices)
+    url = serializers.URLField(help_text="Poll this for the status and the result.")
+    events_url = serializers.URLField(help_text="Server-sent events until it is finished.")
+    stream_url = serializers.CharField(help_text="A websocket with the same events.")
+    page_url = serializers.URLField()
+
+    @staticmethod
+    def build(request, submission: Submission) -> dict:
+        return {"id": submission.pk, "status": submission.status,
+                **submission_urls(request, submission)}
+
+
+class BatchAcceptedSerializer(serializers.Serializer):
+    submissions = AcceptedSerializer(many=True)
+
+
+class SubmissionProblemSerializer(serializers.Serializer):
+    level = serializers.IntegerField()
+    number = serializers.IntegerField()
+    slug = serializers.CharField()
+
+
+class TimingStatsSerializer(serializers.Serializer):
+    median_ms = serializers.FloatField(required=False, allow_null=True)
+    mean_ms = serializers.FloatField(required=False, allow_null=True)
+    std_ms = serializers.FloatField(required=False, allow_null=True)
+    min_ms = serializers.FloatField(required=False, allow_null=True)
+    max_ms = serializers.FloatField(required=False, allow_null=True)
+    n = serializers.IntegerField(required=False, allow_null=True)
+
+
+class EvaluationSerializer(serializers.Serializer):
+    """The full evaluation; logs, tracebacks and seeds only for the owner and admins."""
+
+    id = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    hardware = serializers.CharField(source="hardware.slug")
+    problem_version = serializers.IntegerField(source="problem_version.version")
+    runner = serializers.CharField(source="runner_name")
+    verdict = serializers.ChoiceField(choices=Evaluation.Verdict.choices)
+    correct = serializers.BooleanField()
+    error = serializers.CharField()
+    trials = serializers.ListField(child=serializers.DictField())
+    candidate = serializers.DictField(source="candidate_stats", allow_null=True)
+    reference = serializers.DictField(source="reference_stats", allow_null=True)
+    candidate_ms = serializers.FloatField(source="candidate_median_ms", allow_null=True)
+    reference_ms = serializers.FloatField(source="reference_median_ms", allow_null=True)
+    speedup = serializers.FloatField(allow_null=True)
+    speedup_eager = serializers.FloatField(allow_null=True)
+    speedup_compile = serializers.FloatField(allow_null=True)
+    flags = serializers.ListField(child=serializers.JSONField())
+    static_report = serializers.DictField()
+    environment = serializers.DictField()
+    phases = serializers.DictField()
+    source_hash = serializers.CharField()
+    evaluator_version = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField()
+    compile_log = serializers.CharField(allow_null=True, help_text="Owner and admins only.")
+    traceback = serializers.CharField(allow_null=True, help_text="Owner and admins only.")
+    logs = serializers.CharField(allow_null=True, help_text="Owner and admins only.")
+    seeds = serializers.DictField(allow_null=True, help_text="Owner and admins only.")
+
+    def to_representation(self, evaluation):
+        data = super().to_representation(evaluation)
+        if not self.context.get("show_logs"):
+            for field in ("compile_log", "traceback", "logs", "seeds"):
+                data[field] = None
+        return data
+
+
+class SubmissionSerializer(serializers.Serializer):
+    """Serializes the dict built by `submission_data` below."""
+
+    id = serializers.IntegerField()
+    problem = SubmissionProblemSerializer()
+    backend = serializers.CharField()
+    hardware = serializers.CharField()
+    precision = serializers.CharField()
+    filename = serializers.CharField()
+    user = serializers.CharField(allow_null=True)
+    model = serializers.CharField(allow_null=True, help_text="The model's litellm name.")
+    run = serializers.IntegerField(allow_null=True)
+    status = serializers.ChoiceField(choices=Submission.Status.choices)
+    verdict = serializers.CharField(allow_null=True)
+    correct = serializers.BooleanField(allow_null=True)
+    candidate_ms = serializers.FloatField(allow_null=True)
+    reference_ms = serializers.FloatField(allow_null=True)
+    speedup = serializers.FloatField(allow_null=True)
+    flags = serializers.ListField(child=serializers.JSONField())
+    error = serializers.CharField(allow_null=True)
+    queue_position = serializers.IntegerField(allow_null=True)
+    progress = serializers.DictField()
+    attempts = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    source_hash = serializers.CharField()
+    source = serializers.CharField(
+        allow_null=True, help_text="Null when the problem keeps others' code private."
+    )
+    urls = serializers.DictField(child=serializers.CharField())
+    evaluation = EvaluationSerializer(allow_null=True)
+
+
+class SubmissionListItemSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    problem = SubmissionProblemSerializer()
+    backend = serializers.CharField()
+    hardware = serializers.CharField(source="hardware.slug")
+    verdict = serializers.SerializerMethodField()
+    precision = serializers.CharField()
+    status = serializers.ChoiceField(choices=Submission.Status.choices)
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    url = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_verdict(self, submission) -> str | None:
+        return submission.verdict or None
+
+    def get_url(self, submission) -> str:
+        return self.context["request"].build_absolute_uri(
+            f"/api/v1/submissions/{submission.pk}/"
+        )
+
+
+def submission_data(request, submission: Submission, *, show_code: bool, show_logs: bool) -> dict:
+    """The API's view of one submission; the verdict's numbers come from its last evaluation."""
+    evaluation = submission.latest_evaluation
+    position = queue_position(submission)
+    return {
+        "id": submission.pk,
+        "problem": submission.problem,
+        "backend": submission.backend,
+        "hardware": submission.hardware.slug,
+        "precision": submission.precision,
+        "filename": submission.filename,
+        "user": submission.user.username if submission.user_id else None,
+        "model": submission.model.litellm_name if submission.model_id else None,
+        "run": submission.run_id,
+        "status": submission.status,
+        "verdict": submission.verdict or None,
+        "correct": evaluation.correct if evaluation else None,
+        "candidate_ms": evaluation.candidate_median_ms if evaluation else None,
+        "reference_ms": evaluation.reference_median_ms if evaluation else None,
+        "speedup": evaluation.speedup if evaluation else None,
+        "flags": evaluation.flags if evaluation else [],
+        "error": (evaluation.error or None) if evaluation else None,
+        "queue_position": position,
+        "progress": submission.progress or {},
+        "attempts": submission.attempts,
+        "created_at": submission.created_at,
+        "started_at": submission.started_at,
+        "finished_at": submission.finished_at,
+        "source_hash": submission.source_hash,
+        "source": submission.source if show_code else None,
+        "urls": submission_urls(request, submission),
+        "evaluation": evaluation,
+    }

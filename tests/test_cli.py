@@ -1,0 +1,96 @@
+"""The `kb` command against a real server (daphne) and a real runner process."""
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbcli import config
+from submissions.models import Submission
+from tests.api_support import token_for
+from tests.conftest import KERNELS, REPO
+
+
+def kb(*args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update({"XDG_CONFIG_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "kbcli", *args], cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=timeout,
+    )
+
+
+def test_the_saved_login_is_readable_only_by_its_owner(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("KB_URL", raising=False)
+    monkeypatch.delenv("KB_TOKEN", raising=False)
+    path = config.save(config.Config(url="http://example.test", token="kb_secret"))
+    assert path == tmp_path / "kb" / "config.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert config.load() == config.Config(url="http://example.test", token="kb_secret")
+    monkeypatch.setenv("KB_TOKEN", "kb_from_env")
+    assert config.load().token == "kb_from_env"
+
+
+def test_kb_says_how_to_log_in_when_it_is_not(tmp_path):
+    result = kb("problems", home=tmp_path)
+    assert result.returncode == 1
+    assert "kb login" in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_login_refuses_a_bad_token_and_saves_nothing(tmp_path, live_site, sample_problems):
+    result = kb("login", "--url", live_site, "--token", "kb_wrong", home=tmp_path)
+    assert result.returncode == 1
+    assert "revoked" in result.stderr or "unknown" in result.stderr
+    assert not (tmp_path / "kb" / "config.json").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_submit_explains_a_refusal_with_the_allowed_values(
+    tmp_path, live_site, user, relu_problem, cpu_hardware
+):
+    assert kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path).returncode == 0
+    result = kb("submit", str(KERNELS / "relu_correct.py"), "--level", "1", "--number", "901",
+                "--backend", "torch", "--hardware", "tpu", home=tmp_path)
+    assert result.returncode == 1
+    assert "Unknown hardware 'tpu'" in result.stderr and "allowed: cpu" in result.stderr
+    assert Submission.objects.count() == 0
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_kb_submit_wait_follows_a_real_runner_to_the_verdict(
+    tmp_path, live_site, start_runner, user, relu_problem, cpu_hardware
+):
+    login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
+    assert login.returncode == 0, login.stderr
+    assert stat.S_IMODE((tmp_path / "kb" / "config.json").stat().st_mode) == 0o600
+
+    listing = kb("problems", "--level", "1", home=tmp_path)
+    assert listing.returncode == 0 and "level1/901_Small_ReLU" in listing.stdout
+
+    start_runner()
+    result = kb("submit", str(KERNELS / "relu_correct.py"), "--level", "1", "--number", "901",
+                "--backend", "torch", "--hardware", "cpu", "--wait", home=tmp_path, timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    submission = Submission.objects.get()
+    assert submission.verdict == "correct"
+    # Live progress on stderr, from queued to the verdict; a summary on stdout.
+    progress = result.stderr.splitlines()
+    assert any("queued" in line or "running" in line for line in progress), result.stderr
+    assert f"submission {submission.pk}: finished: correct" in progress
+    assert f"Submission {submission.pk}: correct" in result.stdout
+    assert "speedup" in result.stdout and "candidate" in result.stdout
+
+    status = kb("status", str(submission.pk), home=tmp_path)
+    assert status.returncode == 0 and "correct" in status.stdout
+
+    board = kb("leaderboard", "--level", "1", "--number", "901", "--hardware", "cpu",
+               home=tmp_path)
+    assert board.returncode == 0, board.stderr
+    assert "ada" in board.stdout

@@ -1,0 +1,82 @@
+"""Nothing is lost: runners killed with SIGKILL, and submissions that keep killing them."""
+
+import signal
+
+import pytest
+
+from evaluation.models import Evaluation
+from submissions.models import Submission
+from submissions.services import submission_create
+from tests.conftest import kernel_source, stop_process, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Short leases so a dead runner's claim lapses in seconds rather than a minute.
+FAST_RECOVERY = {"RUNNER_LEASE_SECONDS": "3"}
+
+
+def slow_kernel(seconds: int) -> str:
+    return kernel_source("relu_slow.py").replace("__SLEEP_SECONDS__", str(seconds))
+
+
+def submit(user, problem, hardware, source) -> Submission:
+    return submission_create(
+        user=user, problem=problem, source=source, backend="torch", hardware=hardware
+    )
+
+
+def status_of(submission: Submission) -> str:
+    return Submission.objects.get(pk=submission.pk).status
+
+
+def kill_runner(process) -> None:
+    stop_process(process, sig=signal.SIGKILL)
+
+
+def test_a_submission_whose_runner_was_killed_is_evaluated_exactly_once_by_the_next_runner(
+    user, cpu_hardware, relu_problem, start_runner
+):
+    submission = submit(user, relu_problem, cpu_hardware, slow_kernel(6))
+    first = start_runner(**FAST_RECOVERY)
+    wait_for(lambda: status_of(submission) == Submission.Status.RUNNING, timeout=120)
+    kill_runner(first)
+    assert status_of(submission) == Submission.Status.RUNNING  # left behind, mid-evaluation
+
+    start_runner(**FAST_RECOVERY)
+    wait_for(lambda: status_of(submission) == Submission.Status.FINISHED, timeout=180)
+    submission.refresh_from_db()
+    assert submission.verdict == "correct"
+    assert submission.attempts == 2
+    assert Evaluation.objects.filter(submission=submission).count() == 1
+
+
+def test_a_submission_that_keeps_killing_runners_is_stopped_while_the_queue_drains(
+    user, cpu_hardware, relu_problem, start_runner, settings
+):
+    poison = submit(user, relu_problem, cpu_hardware, slow_kernel(60))
+    behind = [
+        submit(user, relu_problem, cpu_hardware, kernel_source("relu_correct.py"))
+        for _ in range(3)
+    ]
+    for attempt in range(1, settings.SUBMISSION_MAX_ATTEMPTS + 1):
+        runner = start_runner(**FAST_RECOVERY)
+        wait_for(
+            lambda: Submission.objects.filter(
+                pk=poison.pk, status=Submission.Status.RUNNING, attempts=attempt
+            ).exists(),
+            timeout=180,
+        )
+        kill_runner(runner)
+
+    start_runner(**FAST_RECOVERY)
+    everything = [poison, *behind]
+    wait_for(
+        lambda: all(status_of(s) == Submission.Status.FINISHED for s in everything), timeout=240
+    )
+    poison.refresh_from_db()
+    assert poison.verdict == Evaluation.Verdict.RUNNER_CRASH
+    assert "died" in poison.evaluations.get().error
+    for submission in behind:
+        submission.refresh_from_db()
+        assert submission.verdict == "correct"
+        assert submission.evaluations.count() == 1

@@ -1,0 +1,350 @@
+"""submissions.runs: creating, starting, stopping and resuming runs; one step at a time.
+
+Steps run here in the test process, on litellm's mock_response; tests/test_runs_flow.py runs
+whole runs through the real queues.
+"""
+
+import pytest
+from django.utils import timezone
+
+from evaluation.models import Evaluation
+from problems.models import Problem, Tag
+from submissions import runs
+from submissions.llm import MOCK_FILE_ENV
+from submissions.models import Generation, Run, Submission
+from tests.runs_support import (
+    NO_CODE,
+    RELU_CORRECT,
+    RELU_WRONG,
+    llm_model,  # noqa: F401  (a fixture)
+    queued_tasks,
+    write_answers,
+)
+
+RELU = "level1/901_Small_ReLU"
+ADD = "level1/904_Small_Add"
+GELU = "level2/901_Small_Linear_GELU"
+
+
+@pytest.fixture
+def answers(tmp_path, monkeypatch, settings):
+    """Canned answers for steps run in this process; retries wait a millisecond."""
+    settings.LLM_RETRY_BASE_SECONDS = 0.001
+
+    def use(table: dict) -> None:
+        monkeypatch.setenv(MOCK_FILE_ENV, str(write_answers(tmp_path / "answers.json", table)))
+
+    return use
+
+
+def make_run(llm_model, cpu_hardware, **overrides) -> Run:
+    values = {"problems": [RELU], "backend": "torch", "hardware": cpu_hardware}
+    values.update(overrides)
+    return runs.run_create(model=llm_model, **values)
+
+
+def step(generation: Generation) -> str:
+    generation.refresh_from_db()
+    return runs.generation_step(generation_id=generation.pk, attempts=generation.attempts)
+
+
+def generation_tasks() -> list[tuple]:
+    return [task["args"] for task in queued_tasks(runs.GENERATION_QUEUE)
+            if task["func"] == "submissions.run_tasks.generate"]
+
+
+# ---- choosing problems and settings ----------------------------------------------------------
+
+
+def test_a_run_by_level_covers_the_published_problems_of_that_level(
+    llm_model, cpu_hardware, sample_problems
+):
+    retired = sample_problems["level1/902_Small_Matmul"]
+    retired.retire()
+    run = make_run(llm_model, cpu_hardware, problems=None, level=1)
+    expected = Problem.objects.filter(level=1, status=Problem.Status.PUBLISHED)
+    assert set(run.problems.all()) == set(expected)
+    assert retired not in run.problems.all()
+    assert run.status == Run.Status.PENDING and run.generations.count() == 0
+
+
+def test_a_run_by_tag_covers_the_tagged_problems(llm_model, cpu_hardware, sample_problems):
+    tag = Tag.objects.create(name="elementwise")
+    for slug in (RELU, ADD):
+        sample_problems[slug].tags.add(tag)
+    run = make_run(llm_model, cpu_hardware, problems=None, tag="elementwise")
+    assert sorted(run.problems.values_list("slug", flat=True)) == sorted([RELU, ADD])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "code"),
+    [
+        ({"problems": None}, "no_problems"),
+        ({"problems": [RELU, "level1/0_Nothing"]}, "unknown_problem"),
+        ({"problems": None, "tag": "no-such-tag"}, "unknown_tag"),
+        ({"problems": [GELU], "level": 1}, "no_problems"),
+        ({"backend": "fortran"}, "unknown_backend"),
+        ({"precision": "fp8"}, "unknown_precision"),
+        ({"samples_per_problem": 0}, "bad_samples"),
+        ({"temperature": 2.5}, "bad_temperature"),
+        ({"refinement_turns": 11}, "bad_turns"),
+        ({"prompt_style": "haiku"}, "unknown_prompt_style"),
+        ({"prompt_style": "triton", "backend": "torch"}, "unknown_prompt_style"),
+    ],
+)
+def test_bad_run_settings_are_refused_with_a_clear_error_and_store_nothing(
+    llm_model, cpu_hardware, sample_problems, overrides, code
+):
+    with pytest.raises(runs.RunError) as error:
+        make_run(llm_model, cpu_hardware, **overrides)
+    assert error.value.code == code and error.value.message
+    assert Run.objects.count() == 0
+
+
+def test_a_backend_the_hardware_does_not_run_is_refused(llm_model, cpu_hardware, sample_problems):
+    cpu_hardware.backends = ["torch", "cpp"]
+    cpu_hardware.save()
+    with pytest.raises(runs.RunError) as error:
+        make_run(llm_model, cpu_hardware, backend="cuda")
+    assert error.value.code == "unknown_backend" and error.value.allowed == ["torch", "cpp"]
+
+
+def test_retired_problems_and_inactive_models_are_refused(llm_model, cpu_hardware, sample_problems):
+    sample_problems[RELU].retire()
+    with pytest.raises(runs.RunError, match="Retired"):
+        make_run(llm_model, cpu_hardware)
+    llm_model.active = False
+    llm_model.save()
+    with pytest.raises(runs.RunError) as error:
+        make_run(llm_model, cpu_hardware, problems=[ADD])
+    assert error.value.code == "inactive_model"
+
+
+# ---- starting, steps ---------------------------------------------------------------------------
+
+
+def test_starting_a_run_queues_one_step_per_problem_and_sample(
+    llm_model, cpu_hardware, sample_problems, django_capture_on_commit_callbacks
+):
+    run = make_run(llm_model, cpu_hardware, problems=[RELU, ADD], samples_per_problem=2)
+    with django_capture_on_commit_callbacks(execute=True):
+        runs.run_start(run=run)
+    assert run.status == Run.Status.RUNNING
+    steps = list(run.generations.values_list("problem__slug", "sample_index", "turn", "status"))
+    assert sorted(steps) == sorted([
+        (ADD, 0, 0, "pending"), (ADD, 1, 0, "pending"),
+        (RELU, 0, 0, "pending"), (RELU, 1, 0, "pending"),
+    ])
+    assert sorted(generation_tasks()) == sorted((g.pk, 0) for g in run.generations.all())
+    with pytest.raises(runs.RunError) as error:
+        runs.run_start(run=run)
+    assert error.value.code == "bad_state"
+
+
+def test_a_step_stores_the_answer_its_submission_and_what_it_cost(
+    llm_model, cpu_hardware, sample_problems, answers, django_capture_on_commit_callbacks
+):
+    answers({RELU: RELU_CORRECT})
+    run = make_run(llm_model, cpu_hardware)
+    runs.run_start(run=run)
+    generation = run.generations.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert step(generation) == Generation.Status.DONE
+    generation.refresh_from_db()
+    assert generation.response == RELU_CORRECT and generation.attempts == 1
+    assert "class Model(nn.Module)" in generation.prompt  # the problem is in the prompt
+    submission = generation.submission
+    assert (submission.model, submission.run, submission.sample_index) == (llm_model, run, 0)
+    assert submission.source.startswith("import torch") and "```" not in submission.source
+    assert submission.backend == "torch" and submission.status == Submission.Status.QUEUED
+    assert [t["args"] for t in queued_tasks("cpu")] == [(submission.pk,)]  # its evaluation
+    assert generation.prompt_tokens > 0 and generation.completion_tokens > 0
+    assert generation.cost_usd > 0
+    run.refresh_from_db()
+    assert (run.prompt_tokens, run.completion_tokens, run.cost_usd) == (
+        generation.prompt_tokens, generation.completion_tokens, generation.cost_usd
+    )
+    assert run.status == Run.Status.FINISHED and run.finished_at is not None
+
+
+def test_an_answer_without_code_is_recorded_not_dropped(
+    llm_model, cpu_hardware, sample_problems, answers
+):
+    answers({RELU: NO_CODE})
+    run = make_run(llm_model, cpu_hardware)
+    runs.run_start(run=run)
+    generation = run.generations.get()
+    assert step(generation) == Generation.Status.NO_CODE
+    generation.refresh_from_db()
+    assert generation.response == NO_CODE and generation.submission is None
+    assert "no Python code block" in generation.error
+    assert generation.cost_usd > 0 and Submission.objects.count() == 0
+
+
+def test_a_rate_limit_is_retried_within_the_step(llm_model, cpu_hardware, sample_problems, answers):
+    answers({RELU: [{"raise": "rate_limit"}, {"raise": "rate_limit"}, RELU_CORRECT]})
+    run = make_run(llm_model, cpu_hardware)
+    runs.run_start(run=run)
+    generation = run.generations.get()
+    assert step(generation) == Generation.Status.DONE
+    generation.refresh_from_db()
+    assert generation.attempts == 3 and generation.submission is not None
+
+
+def test_a_provider_error_that_retrying_cannot_fix_fails_the_step(
+    llm_model, cpu_hardware, sample_problems, answers
+):
+    answers({RELU: {"raise": "auth", "message": "invalid api key"}})
+    run = make_run(llm_model, cpu_hardware)
+    runs.run_start(run=run)
+    generation = run.generations.get()
+    assert step(generation) == Generation.Status.FAILED
+    generation.refresh_from_db()
+    assert "invalid api key" in generation.error and generation.attempts == 1
+    run.refresh_from_db()
+    assert run.status == Run.Status.FINISHED and run.cost_usd == 0
+
+
+def test_a_second_copy_of_a_step_never_asks_the_model_again(
+    llm_model, cpu_hardware, sample_problems, answers
+):
+    answers({"*": RELU_CORRECT})
+    run = make_run(llm_model, cpu_hardware, problems=[RELU, ADD])  # still running after one
+    runs.run_start(run=run)
+    generation = run.generations.get(problem__slug=RELU)
+    assert runs.generation_step(generation_id=generation.pk, attempts=0) == "done"
+    # The broker handing the same task out again, or a stale copy from before a resume:
+    assert runs.generation_step(generation_id=generation.pk, attempts=0) == "already done"
+    assert Submission.objects.count() == 1
+
+
+def test_a_copy_that_lost_the_claim_does_not_call_the_model(
+    llm_model, cpu_hardware, sample_problems, answers
+):
+    answers({RELU: RELU_CORRECT})
+    run = make_run(llm_model, cpu_hardware)
+    runs.run_start(run=run)
+    generation = run.generations.get()
+    # Another worker claimed this step (attempts 0 -> 1) and is waiting for the model.
+    Generation.objects.filter(pk=generation.pk).update(attempts=1)
+    assert runs.generation_step(generation_id=generation.pk, attempts=0) == "not claimed"
+    generation.refresh_from_db()
+    assert generation.status == Generation.Status.PENDING and generation.response == ""
+
+
+def test_a_step_of_a_stopped_run_returns_without_asking_the_model(
+    llm_model, cpu_hardware, sample_problems, answers
+):
+    answers({RELU: RELU_CORRECT})
+    run = make_run(llm_model, cpu_hardware)
+    runs.run_start(run=run)
+    runs.run_stop(run=run)
+    generation = run.generations.get()
+    assert step(generation) == "run stopped"
+    generation.refresh_from_db()
+    assert (generation.status, generation.attempts) == (Generation.Status.PENDING, 0)
+
+
+def test_resuming_queues_only_the_steps_not_finished(
+    llm_model, cpu_hardware, sample_problems, answers, django_capture_on_commit_callbacks
+):
+    answers({"*": RELU_CORRECT})
+    run = make_run(llm_model, cpu_hardware, problems=[RELU, ADD, GELU])
+    runs.run_start(run=run)
+    first = run.generations.get(problem__slug=RELU)
+    assert step(first) == Generation.Status.DONE
+    runs.run_stop(run=run)
+    with pytest.raises(runs.RunError):
+        runs.run_stop(run=run)
+    queued_before = len(generation_tasks())
+    with django_capture_on_commit_callbacks(execute=True):
+        runs.run_resume(run=run)
+    assert run.status == Run.Status.RUNNING
+    new = generation_tasks()[queued_before:]
+    pending = run.generations.filter(status=Generation.Status.PENDING)
+    assert sorted(new) == sorted((g.pk, 0) for g in pending) and len(new) == 2
+    assert first.pk not in {args[0] for args in new}
+
+
+# ---- refinement --------------------------------------------------------------------------------
+
+
+def finish_evaluation(submission: Submission, *, verdict: str, error: str = "") -> None:
+    """What a runner stores (tests/test_runs_flow.py has real runners do it)."""
+    Evaluation.objects.create(
+        submission=submission, hardware=submission.hardware,
+        problem_version=submission.problem_version, verdict=verdict,
+        correct=verdict == "correct", error=error, candidate_median_ms=2.0,
+        reference_median_ms=1.0, speedup=0.5, source_hash=submission.source_hash,
+        finished_at=timezone.now(),
+    )
+    submission.mark_finished(verdict=verdict)
+
+
+def test_a_refinement_turn_waits_for_the_evaluation_and_carries_its_feedback(
+    llm_model, cpu_hardware, sample_problems, answers, django_capture_on_commit_callbacks
+):
+    answers({f"{RELU}#turn0": RELU_WRONG, f"{RELU}#turn1": RELU_CORRECT})
+    run = make_run(llm_model, cpu_hardware, refinement_turns=1)
+    runs.run_start(run=run)
+    first = run.generations.get(turn=0)
+    assert step(first) == Generation.Status.DONE
+    first.refresh_from_db()
+    # Its evaluation is not stored yet: no second turn, and the run is not finished.
+    assert runs.run_advance(run=run) == 0
+    assert run.generations.count() == 1
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+
+    finish_evaluation(first.submission, verdict="incorrect", error="max difference 0.42")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert runs.run_advance(run=run) == 1
+    second = run.generations.get(turn=1)
+    assert (second.pk, 0) in generation_tasks()
+    assert step(second) == Generation.Status.DONE
+    second.refresh_from_db()
+    # The second prompt holds the first answer and what the evaluator said of it.
+    assert RELU_WRONG in second.prompt
+    assert "Verdict: incorrect" in second.prompt and "max difference 0.42" in second.prompt
+    assert "2 ms" in second.prompt and "1 ms" in second.prompt
+    assert second.submission.source != first.submission.source
+    run.refresh_from_db()
+    assert run.status == Run.Status.FINISHED
+
+
+def test_after_an_answer_without_code_the_next_turn_follows_at_once(
+    llm_model, cpu_hardware, sample_problems, answers
+):
+    answers({f"{RELU}#turn0": NO_CODE, f"{RELU}#turn1": RELU_CORRECT})
+    run = make_run(llm_model, cpu_hardware, refinement_turns=1)
+    runs.run_start(run=run)
+    assert step(run.generations.get(turn=0)) == Generation.Status.NO_CODE
+    second = run.generations.get(turn=1)
+    assert step(second) == Generation.Status.DONE
+    second.refresh_from_db()
+    assert "no Python code block" in second.prompt
+
+
+# ---- reading a run -----------------------------------------------------------------------------
+
+
+def test_progress_and_fast_p_count_every_problem_of_the_level(
+    llm_model, cpu_hardware, sample_problems, answers
+):
+    answers({RELU: RELU_CORRECT, ADD: NO_CODE})
+    run = make_run(llm_model, cpu_hardware, problems=[RELU, ADD])
+    runs.run_start(run=run)
+    for generation in run.generations.all():
+        step(generation)
+    relu = run.generations.get(problem__slug=RELU).submission
+    finish_evaluation(relu, verdict="correct")
+    Evaluation.objects.filter(submission=relu).update(speedup=1.2)
+
+    progress = runs.run_progress(run)
+    assert {k: progress[k] for k in ("generated", "no_code", "submissions", "evaluated",
+                                     "correct")} == {
+        "generated": 2, "no_code": 1, "submissions": 1, "evaluated": 1, "correct": 1
+    }
+    [row] = runs.run_fast_p(run)
+    assert (row.level, row.problems, row.correct) == (1, 2, 1)
+    assert row.fast_p[0.0] == 0.5 and row.fast_p[1.0] == 0.5 and row.fast_p[1.5] == 0.0
