@@ -25,8 +25,12 @@ LEVELS = {1: 100, 2: 100, 3: 50}  # 250 problems, like KernelBench's first three
 MODELS = 20
 USERS = 400
 VERDICTS = (  # (verdict, weight); a share of correct ones carry an exploit flag
-    ("correct", 55), ("incorrect", 20), ("compile_error", 15), ("runtime_error", 5),
-    ("timeout", 2), ("rejected", 3),
+    ("correct", 55),
+    ("incorrect", 20),
+    ("compile_error", 15),
+    ("runtime_error", 5),
+    ("timeout", 2),
+    ("rejected", 3),
 )
 
 
@@ -64,14 +68,20 @@ def fill(total: int, rng: random.Random) -> None:
     hardware = Hardware.objects.create(slug="h200", name="NVIDIA H200", kind="gpu")
     now = timezone.now()
     problems = Problem.objects.bulk_create(
-        Problem(slug=f"level{level}/{n}_P{n}", level=level, number=n, name=f"P{n}",
-                status=Problem.Status.PUBLISHED)
+        Problem(
+            slug=f"level{level}/{n}_P{n}",
+            level=level,
+            number=n,
+            name=f"P{n}",
+            status=Problem.Status.PUBLISHED,
+        )
         for level, count in LEVELS.items()
         for n in range(1, count + 1)
     )
     versions = ProblemVersion.objects.bulk_create(
-        ProblemVersion(problem=p, version=1, source=f"# {p.slug}\n",
-                       source_hash=source_hash(f"# {p.slug}\n"))
+        ProblemVersion(
+            problem=p, version=1, source=f"# {p.slug}\n", source_hash=source_hash(f"# {p.slug}\n")
+        )
         for p in problems
     )
     for problem, version in zip(problems, versions, strict=True):
@@ -91,8 +101,13 @@ def fill(total: int, rng: random.Random) -> None:
         Model(litellm_name=f"provider/model-{i}", display_name=f"Model {i}") for i in range(MODELS)
     )
     runs = Run.objects.bulk_create(
-        Run(name=f"sweep-{m.pk}", model=m, hardware=hardware, samples_per_problem=10,
-            status=Run.Status.FINISHED)
+        Run(
+            name=f"sweep-{m.pk}",
+            model=m,
+            hardware=hardware,
+            samples_per_problem=10,
+            status=Run.Status.FINISHED,
+        )
         for m in models
     )
     for run in runs:
@@ -123,10 +138,17 @@ def fill(total: int, rng: random.Random) -> None:
             source = f"# kernel {i}\n"
             submissions.append(
                 Submission(
-                    problem=problem, problem_version_id=problem.current_version_id,
-                    hardware=hardware, backend="cuda", source=source,
-                    source_hash=source_hash(source), status=Submission.Status.FINISHED,
-                    verdict=verdict, created_at=finished, finished_at=finished, **who,
+                    problem=problem,
+                    problem_version_id=problem.current_version_id,
+                    hardware=hardware,
+                    backend="cuda",
+                    source=source,
+                    source_hash=source_hash(source),
+                    status=Submission.Status.FINISHED,
+                    verdict=verdict,
+                    created_at=finished,
+                    finished_at=finished,
+                    **who,
                 )
             )
             ref = reference_ms[problem.pk]
@@ -135,25 +157,33 @@ def fill(total: int, rng: random.Random) -> None:
             flags = ["timing_underreported"] if verdict == "rejected" else []
             if verdict == "correct" and rng.random() < 0.03:
                 flags = ["extra_streams"]
+            speedup = ref / candidate if candidate and verdict == "correct" else None
             evaluations.append(
-                dict(
-                    verdict=verdict, correct=verdict == "correct",
-                    candidate_median_ms=candidate, reference_median_ms=ref if timed else None,
-                    speedup=ref / candidate if candidate and verdict == "correct" else None,
-                    speedup_eager=ref / candidate if candidate and verdict == "correct" else None,
-                    speedup_compile=0.8 * ref / candidate
-                    if candidate and verdict == "correct" else None,
-                    candidate_stats={"median_ms": candidate, "mean_ms": candidate, "n": 50}
-                    if candidate else None,
-                    flags=flags, trials=[{"k": 1, "passed": verdict == "correct"}] if timed else [],
-                    finished_at=finished,
-                )
+                {
+                    "verdict": verdict,
+                    "correct": verdict == "correct",
+                    "candidate_median_ms": candidate,
+                    "reference_median_ms": ref if timed else None,
+                    "speedup": speedup,
+                    "speedup_eager": speedup,
+                    "speedup_compile": 0.8 * speedup if speedup else None,
+                    "candidate_stats": (
+                        {"median_ms": candidate, "mean_ms": candidate, "n": 50} if timed else None
+                    ),
+                    "flags": flags,
+                    "trials": [{"k": 1, "passed": verdict == "correct"}] if timed else [],
+                    "finished_at": finished,
+                }
             )
         submissions = Submission.objects.bulk_create(submissions)
         Evaluation.objects.bulk_create(
             Evaluation(
-                submission=s, attempt=1, hardware=hardware,
-                problem_version_id=s.problem_version_id, source_hash=s.source_hash, **fields,
+                submission=s,
+                attempt=1,
+                hardware=hardware,
+                problem_version_id=s.problem_version_id,
+                source_hash=s.source_hash,
+                **fields,
             )
             for s, fields in zip(submissions, evaluations, strict=True)
         )
@@ -170,8 +200,10 @@ def timed(label: str, fn, repeat: int) -> None:
         fn()
         samples.append((time.perf_counter() - t0) * 1000)
     p95 = statistics.quantiles(samples, n=100, method="inclusive")[94]
-    print(f"{label:<48} median {statistics.median(samples):8.1f} ms   p95 {p95:8.1f} ms   "
-          f"(n={repeat})")
+    print(
+        f"{label:<48} median {statistics.median(samples):8.1f} ms   p95 {p95:8.1f} ms   "
+        f"(n={repeat})"
+    )
 
 
 def main() -> None:
@@ -206,8 +238,10 @@ def main() -> None:
         t0 = time.perf_counter()
         entries = boards_rebuild()
         print(f"boards_rebuild: {entries} best entries in {time.perf_counter() - t0:.1f} s")
-    print(f"{Submission.objects.count()} submissions, {Problem.objects.count()} problems, "
-          f"{BestEntry.objects.count()} best entries")
+    print(
+        f"{Submission.objects.count()} submissions, {Problem.objects.count()} problems, "
+        f"{BestEntry.objects.count()} best entries"
+    )
 
     client = Client()
     problems = list(Problem.objects.values_list("level", "number"))
@@ -222,21 +256,28 @@ def main() -> None:
         def fetch():
             response = client.get(url)
             assert response.status_code == 200, (url, response.status_code)
+
         return fetch
 
     timed("per-problem board page (random problem)", board_page, args.repeat)
     timed("models table page /leaderboard/", get("/leaderboard/"), args.repeat)
     timed("models table JSON API", get("/api/v1/leaderboard/models/"), args.repeat)
     samples = Submission.objects.filter(model=model).count()
-    timed(f"one model's page ({samples} submissions in its run)",
-          get(f"/leaderboard/models/{model.pk}/"), max(10, args.repeat // 10))
+    timed(
+        f"one model's page ({samples} submissions in its run)",
+        get(f"/leaderboard/models/{model.pk}/"),
+        max(10, args.repeat // 10),
+    )
 
     # The write side: what storing one more result costs (board_refresh_for in the runner's
     # transaction), measured on copies of existing evaluations.
     from django.db import transaction
 
-    sources = list(Evaluation.objects.order_by("?")[:50].select_related(
-        "submission__problem", "submission__user", "submission__model", "hardware"))
+    sources = list(
+        Evaluation.objects.order_by("?")[:50].select_related(
+            "submission__problem", "submission__user", "submission__model", "hardware"
+        )
+    )
 
     def refresh_once():
         evaluation = sources.pop()

@@ -53,6 +53,11 @@ def validate_problem(*, validation_id: int, runner_name: str) -> str:
     )
     if not validation.claim(runner_name=runner_name):
         return "not claimed"
+    _validate_one(validation)
+    return validation.status
+
+
+def _validate_one(validation: Validation) -> None:
     # A fresh seed per validation, kept with it, so the run can be repeated exactly.
     seed = secrets.randbits(62)
     job = validation_job(validation, seed=seed)
@@ -69,7 +74,65 @@ def validate_problem(*, validation_id: int, runner_name: str) -> str:
         log.exception("harness failed on validation %s", validation.pk)
         result = {"verdict": "harness_error", "error": str(error)}
     validation_store(validation, result, seed=seed, time_limit_s=job["time_limit_s"])
-    return validation.status
+
+
+def validations_run(
+    *,
+    validations: Iterable[Validation],
+    runner_name: str,
+    batch_size: int = 1,
+    on_done: Callable[[Validation], None] | None = None,
+) -> list[Validation]:
+    """Run queued validations on this host (a bulk run from the command line).
+
+    With batch_size > 1, several references share one sandboxed process, which spares a process
+    start and device initialisation each; whatever a batch does not finish (a crash, a hang)
+    is run again alone, so the culprit gets its own finding and the others their results.
+    """
+    claimed = [v for v in validations if v.claim(runner_name=runner_name)]
+    for start in range(0, len(claimed), max(1, batch_size)):
+        chunk = claimed[start:start + max(1, batch_size)]
+        done = _validate_batch(chunk) if len(chunk) > 1 else set()
+        for validation in chunk:
+            if validation.pk not in done:
+                _validate_one(validation)
+            if on_done is not None:
+                on_done(validation)
+    return claimed
+
+
+def _validate_batch(chunk: list[Validation]) -> set[int]:
+    by_key = {str(v.pk): v for v in chunk}
+    seeds = {v.pk: secrets.randbits(62) for v in chunk}
+    job = validation_job(chunk[0], seed=0)
+    limit = job["time_limit_s"]
+    job["time_limit_s"] = limit * len(chunk)
+    job["batch"] = [
+        {
+            "key": str(v.pk),
+            "reference_source": v.problem_version.source,
+            "precision": v.problem_version.problem.precision,
+            "atol": v.problem_version.problem.atol,
+            "rtol": v.problem_version.problem.rtol,
+            "seed": seeds[v.pk],
+        }
+        for v in chunk
+    ]
+    done: set[int] = set()
+
+    def on_event(event: dict) -> None:
+        validation = by_key.get(str(event.get("key"))) if event.get("type") == "item" else None
+        if validation is not None and isinstance(event.get("result"), dict):
+            validation_store(
+                validation, event["result"], seed=seeds[validation.pk], time_limit_s=limit
+            )
+            done.add(validation.pk)
+
+    try:
+        sandbox.run_job(job, on_event=on_event)
+    except Exception:  # what the batch did not finish runs alone below
+        log.exception("harness failed on a validation batch")
+    return done
 
 
 def validation_store(
@@ -167,50 +230,96 @@ def baselines_measure(
     problems: Iterable[Problem],
     modes: Iterable[str] = BASELINE_MODES,
     time_limit_s: float | None = None,
+    batch_size: int = 1,
     on_outcome: Callable[[BaselineOutcome], None] | None = None,
 ) -> list[BaselineOutcome]:
     """Time each problem's reference on this host's device (which must be `hardware`), eager
-    and under torch.compile, by the evaluator's timing method; store a Baseline per mode."""
+    and under torch.compile, by the evaluator's timing method; store a Baseline per mode.
+
+    With batch_size > 1 several references share one sandboxed process (see validations_run);
+    what a batch does not finish is measured again alone.
+    """
     modes = [str(m) for m in modes]
     limit = float(time_limit_s or settings.EVALUATION_TIME_LIMIT)
+    todo = [p for p in problems if p.current_version_id is not None]
     outcomes = []
-    for problem in problems:
-        if problem.current_version_id is None:
-            continue
-        started = time.monotonic()
-        outcome = BaselineOutcome(problem=problem)
-        try:
-            result = sandbox.run_job(baseline_job(problem, hardware, modes=modes,
-                                                  time_limit_s=limit))
-        except Exception as error:  # the harness failed on this one; the others still run
-            log.exception("harness failed measuring %s", problem.slug)
-            result = {"verdict": "harness_error", "error": str(error)}
-        environment = result.get("environment") or {}
-        for mode in modes:
-            stats = result.get(mode) if result.get("mode") == "baseline" else None
-            if not stats or stats.get("median_ms") is None:
-                outcome.errors[mode] = (
-                    (result.get("errors") or {}).get(mode) or result.get("error") or "no figure"
-                )
-                continue
-            outcome.stored[mode] = baseline_record(
-                problem=problem,
-                hardware=hardware,
-                mode=mode,
-                stats=stats,
-                torch_version=str(environment.get("torch") or ""),
-                problem_version=problem.current_version,
-                environment={
-                    "hardware": environment.get("device_name") or hardware.name,
-                    "device": environment.get("device") or device_for(hardware),
-                    "cuda": environment.get("cuda"),
-                    "triton": environment.get("triton"),
-                    "host": environment.get("host"),
-                    "evaluator_version": result.get("evaluator_version"),
-                },
-            )
-        outcome.seconds = time.monotonic() - started
-        outcomes.append(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
+    for start in range(0, len(todo), max(1, batch_size)):
+        chunk = todo[start:start + max(1, batch_size)]
+        results: dict[int, tuple[dict, float]] = {}
+        if len(chunk) > 1:
+            results = _baseline_batch(chunk, hardware, modes=modes, time_limit_s=limit)
+        for problem in chunk:
+            if problem.pk in results:
+                result, seconds = results[problem.pk]
+            else:
+                started = time.monotonic()
+                job = baseline_job(problem, hardware, modes=modes, time_limit_s=limit)
+                try:
+                    result = sandbox.run_job(job)
+                except Exception as error:  # the harness failed on this one; the rest still run
+                    log.exception("harness failed measuring %s", problem.slug)
+                    result = {"verdict": "harness_error", "error": str(error)}
+                seconds = time.monotonic() - started
+            outcome = _baseline_store(problem, hardware, result, modes)
+            outcome.seconds = seconds
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
     return outcomes
+
+
+def _baseline_batch(
+    chunk: list[Problem], hardware: Hardware, *, modes: list[str], time_limit_s: float
+) -> dict[int, tuple[dict, float]]:
+    job = baseline_job(chunk[0], hardware, modes=modes, time_limit_s=time_limit_s * len(chunk))
+    job["batch"] = [
+        {"key": str(p.pk), "reference_source": p.current_version.source,
+         "precision": p.precision, "seed": p.pk}
+        for p in chunk
+    ]
+    results: dict[int, tuple[dict, float]] = {}
+    last = time.monotonic()
+
+    def on_event(event: dict) -> None:
+        nonlocal last
+        if event.get("type") == "item" and isinstance(event.get("result"), dict):
+            now = time.monotonic()
+            results[int(event["key"])] = (event["result"], now - last)
+            last = now
+
+    try:
+        sandbox.run_job(job, on_event=on_event)
+    except Exception:  # what the batch did not finish is measured alone
+        log.exception("harness failed on a baseline batch")
+    return results
+
+
+def _baseline_store(
+    problem: Problem, hardware: Hardware, result: dict, modes: list[str]
+) -> BaselineOutcome:
+    outcome = BaselineOutcome(problem=problem)
+    environment = result.get("environment") or {}
+    for mode in modes:
+        stats = result.get(mode) if result.get("mode") == "baseline" else None
+        if not stats or stats.get("median_ms") is None:
+            outcome.errors[mode] = (
+                (result.get("errors") or {}).get(mode) or result.get("error") or "no figure"
+            )
+            continue
+        outcome.stored[mode] = baseline_record(
+            problem=problem,
+            hardware=hardware,
+            mode=mode,
+            stats=stats,
+            torch_version=str(environment.get("torch") or ""),
+            problem_version=problem.current_version,
+            environment={
+                "hardware": environment.get("device_name") or hardware.name,
+                "device": environment.get("device") or device_for(hardware),
+                "cuda": environment.get("cuda"),
+                "triton": environment.get("triton"),
+                "host": environment.get("host"),
+                "evaluator_version": result.get("evaluator_version"),
+            },
+        )
+    return outcome

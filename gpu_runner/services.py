@@ -209,7 +209,9 @@ def _store_result(submission: Submission, result: dict, *, runner_name: str) -> 
             if not finished:
                 # Our claim was taken over (we were presumed dead); the other result stands.
                 raise IntegrityError("claim lost")
-            Runner.objects.filter(name=runner_name).update(evaluations_done=F("evaluations_done") + 1)
+            Runner.objects.filter(name=runner_name).update(
+                evaluations_done=F("evaluations_done") + 1
+            )
             _refresh_boards(evaluation)
             submission.refresh_from_db()
             _publish_status(submission)

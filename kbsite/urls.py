@@ -10,6 +10,7 @@ urlpatterns = [
     path("accounts/", include("submissions.account_urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("problems/", include("problems.urls")),
+    path("hardware/", include("evaluation.urls")),
     path("submissions/", include("submissions.urls")),
     path("leaderboard/", include("leaderboard.urls")),
     path("api/", include("submissions.api_urls")),

@@ -29,7 +29,8 @@ class TableQuerySerializer(serializers.Serializer):
     hardware = HardwareSlugField(required=False, help_text="Hardware slug, e.g. h200.")
     level = serializers.IntegerField(min_value=1, max_value=99, required=False)
     baseline = serializers.ChoiceField(
-        choices=selectors.BASELINES, default="eager",
+        choices=selectors.BASELINES,
+        default="eager",
         help_text="eager: speedup over the reference measured side by side; compile: over "
         "the torch.compile baseline.",
     )
@@ -46,7 +47,9 @@ class RecordsQuerySerializer(serializers.Serializer):
 
 class EvalResultsQuerySerializer(serializers.Serializer):
     level = serializers.IntegerField(
-        min_value=1, max_value=99, required=False,
+        min_value=1,
+        max_value=99,
+        required=False,
         help_text="Required when the run covers several levels.",
     )
 
@@ -225,7 +228,8 @@ class BoardApi(ApiMixin, APIView):
 
 class ModelsTableApi(ApiMixin, APIView):
     @extend_schema(
-        operation_id="leaderboard_models", parameters=[TableQuerySerializer],
+        operation_id="leaderboard_models",
+        parameters=[TableQuerySerializer],
         responses={200: ModelsTableSerializer, 400: ApiErrorSerializer},
     )
     def get(self, request) -> Response:
@@ -238,10 +242,9 @@ class ModelsTableApi(ApiMixin, APIView):
 
 class ModelApi(ApiMixin, APIView):
     @extend_schema(
-        operation_id="leaderboard_model", parameters=[BaselineQuerySerializer],
-        responses={
-            200: ModelPageSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer
-        },
+        operation_id="leaderboard_model",
+        parameters=[BaselineQuerySerializer],
+        responses={200: ModelPageSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer},
     )
     def get(self, request, pk: int) -> Response:
         model = get_object_or_404(Model, pk=pk)
@@ -264,10 +267,9 @@ class ModelApi(ApiMixin, APIView):
 
 class RunApi(ApiMixin, APIView):
     @extend_schema(
-        operation_id="leaderboard_run", parameters=[BaselineQuerySerializer],
-        responses={
-            200: RunPageSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer
-        },
+        operation_id="leaderboard_run",
+        parameters=[BaselineQuerySerializer],
+        responses={200: RunPageSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer},
     )
     def get(self, request, pk: int) -> Response:
         run = get_object_or_404(Run.objects.select_related("model", "hardware"), pk=pk)
@@ -317,7 +319,8 @@ class UserApi(ApiMixin, APIView):
 
 class RecordsApi(ApiMixin, APIView):
     @extend_schema(
-        operation_id="leaderboard_records", parameters=[RecordsQuerySerializer],
+        operation_id="leaderboard_records",
+        parameters=[RecordsQuerySerializer],
         responses={200: RecordsSerializer, 400: ApiErrorSerializer},
     )
     def get(self, request) -> Response:

@@ -3,7 +3,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from evaluation.models import Hardware
 from kbsite.live import board_group, relay
-from leaderboard.services import LEADERBOARD_GROUP, board_snapshot
+from leaderboard.services import LEADERBOARD_GROUP, board_snapshot, with_html
 from problems.models import Problem
 
 
@@ -23,14 +23,14 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4404)
             return
         await self.accept()
-        await self.send_json(snapshot)
+        await self.send_json(with_html(snapshot))
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def live_event(self, message: dict) -> None:
-        await self.send_json(message["payload"])
+        await self.send_json(with_html(message["payload"]))
 
     @staticmethod
     def _snapshot(problem_id: int, hardware_slug: str) -> dict | None:
@@ -54,4 +54,4 @@ class LeaderboardConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_discard(LEADERBOARD_GROUP, self.channel_name)
 
     async def live_event(self, message: dict) -> None:
-        await self.send_json(message["payload"])
+        await self.send_json(with_html(message["payload"]))

@@ -7,7 +7,6 @@ which read only that run's own submissions.
 from collections import defaultdict
 
 from django.db.models import Count, Sum
-from django.urls import reverse
 
 from evaluation.models import Evaluation, Hardware
 from leaderboard import metrics
@@ -15,9 +14,8 @@ from leaderboard.models import BestEntry, Record
 from leaderboard.services import (
     _compiled,
     _ranks,
-    entry_participant_label,
-    entry_participant_url,
     latest_evaluations,
+    participant_fields,
     record_row,
 )
 from problems.models import Problem
@@ -81,8 +79,14 @@ def models_table(
     if model_id is not None:
         entries = entries.filter(model_id=model_id)
     values = entries.values_list(
-        "model_id", "hardware_id", "problem_id", "compiled", "evaluation_id",
-        "speedup", "speedup_eager", "speedup_compile",
+        "model_id",
+        "hardware_id",
+        "problem_id",
+        "compiled",
+        "evaluation_id",
+        "speedup",
+        "speedup_eager",
+        "speedup_compile",
     )
     outcomes: dict[tuple[int, int, int], dict[int, metrics.Outcome]] = defaultdict(dict)
     for m_id, hw_id, problem_id, compiled, evaluation_id, speedup, eager, compile_ in values:
@@ -111,7 +115,6 @@ def models_table(
                 "model_id": m_id,
                 "model": str(model),
                 "litellm_name": model.litellm_name,
-                "model_url": reverse("leaderboard_model", args=[m_id]),
                 "hardware": slugs[hw_id],
                 "level": lvl,
                 "baseline": baseline,
@@ -151,9 +154,9 @@ def run_samples(run) -> dict[tuple[int, int], dict | None]:
     """Per (problem, sample index): the best latest evaluation among that sample's submissions
     (a sample refined over several turns has several); None while none is evaluated."""
     samples: dict[tuple[int, int], dict | None] = {}
-    for problem_id, index in run.submissions.values_list("problem_id", "sample_index"):
+    for problem_id, index in run.submissions.order_by().values_list("problem_id", "sample_index"):
         samples.setdefault((problem_id, index), None)
-    index_of = dict(run.submissions.values_list("pk", "sample_index"))
+    index_of = dict(run.submissions.order_by().values_list("pk", "sample_index"))
     for e in latest_evaluations(submission_ids=index_of, hardware_id=run.hardware_id):
         key = (e["submission__problem_id"], index_of[e["submission_id"]])
         current = samples.get(key)
@@ -314,9 +317,7 @@ def entry_row(entry: BestEntry) -> dict:
     """A participant's standing on one board, for the user and model pages."""
     return {
         "key": f"entry-{entry.problem_id}-{entry.hardware.slug}-{entry.participant}",
-        "participant": entry_participant_label(entry),
-        "participant_key": entry.participant,
-        "participant_url": entry_participant_url(entry),
+        **participant_fields(entry),
         "problem": entry.problem.slug,
         "level": entry.problem.level,
         "number": entry.problem.number,

@@ -6,6 +6,7 @@ ranking. Only the changed participant is recomputed when a result lands: the cos
 grows with that participant's submissions on that problem, never with the rest of the site.
 """
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -14,11 +15,13 @@ from django.db.models import Min, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from evaluation.models import Evaluation, Hardware
+from evaluation.models import Evaluation
 from kbsite.live import board_group, publish
 from leaderboard.models import BestEntry, Record
 from problems.models import Problem
 from submissions.models import Submission
+
+log = logging.getLogger(__name__)
 
 LEADERBOARD_GROUP = "leaderboard"
 
@@ -32,10 +35,24 @@ RAN_VERDICTS = {
 }
 
 EVALUATION_FIELDS = (
-    "id", "submission_id", "hardware_id", "verdict", "correct", "flags", "trials",
-    "candidate_median_ms", "reference_median_ms", "speedup", "speedup_eager", "speedup_compile",
-    "finished_at", "submission__backend", "submission__precision", "submission__user_id",
-    "submission__model_id", "submission__problem_id",
+    "id",
+    "submission_id",
+    "hardware_id",
+    "verdict",
+    "correct",
+    "flags",
+    "trials",
+    "candidate_median_ms",
+    "reference_median_ms",
+    "speedup",
+    "speedup_eager",
+    "speedup_compile",
+    "finished_at",
+    "submission__backend",
+    "submission__precision",
+    "submission__user_id",
+    "submission__model_id",
+    "submission__problem_id",
 )
 
 
@@ -88,10 +105,20 @@ def _entry_fields(latest: list[dict]) -> dict:
     best = _fastest([e for e in latest if _ranks(e)])
     flagged = _fastest([e for e in latest if e["flags"]])
     fields = {
-        "evaluation_id": None, "submission_id": None, "candidate_median_ms": None,
-        "reference_median_ms": None, "speedup": None, "speedup_eager": None,
-        "speedup_compile": None, "backend": "", "precision": "", "achieved_at": None,
-        "flagged_evaluation_id": None, "flags": [], "flagged_ms": None, "flagged_at": None,
+        "evaluation_id": None,
+        "submission_id": None,
+        "candidate_median_ms": None,
+        "reference_median_ms": None,
+        "speedup": None,
+        "speedup_eager": None,
+        "speedup_compile": None,
+        "backend": "",
+        "precision": "",
+        "achieved_at": None,
+        "flagged_evaluation_id": None,
+        "flags": [],
+        "flagged_ms": None,
+        "flagged_at": None,
         "compiled": any(_compiled(e) for e in latest),
         "evaluated": len(latest),
     }
@@ -131,14 +158,15 @@ def _participant_filter(participant: str) -> Q:
 def latest_evaluations(*, submission_ids: Iterable[int], hardware_id: int) -> list[dict]:
     """The latest evaluation on this hardware of each submission named.
 
-    Ids first, then their evaluations: a join filtered on the hardware would let the database
-    walk every evaluation of that hardware instead.
+    Ids first, then their evaluations, and the hardware checked here: given a hardware filter,
+    SQLite's planner walks every evaluation of that hardware instead of these few.
     """
-    return _latest_per_submission(
-        Evaluation.objects.filter(submission_id__in=list(submission_ids), hardware_id=hardware_id)
+    evaluations = (
+        Evaluation.objects.filter(submission_id__in=list(submission_ids))
         .order_by("submission_id", "-finished_at", "-id")
         .values(*EVALUATION_FIELDS)
     )
+    return _latest_per_submission(e for e in evaluations if e["hardware_id"] == hardware_id)
 
 
 @dataclass
@@ -159,14 +187,14 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
     latest = latest_evaluations(
         submission_ids=Submission.objects.filter(
             _participant_filter(participant), problem_id=problem_id
-        ).values_list("pk", flat=True),
+        )
+        .order_by()
+        .values_list("pk", flat=True),
         hardware_id=hardware_id,
     )
     board = {"problem_id": problem_id, "hardware_id": hardware_id}
     previous = BestEntry.objects.filter(**board, participant=participant).first()
-    before = (
-        (previous.evaluation_id, previous.flagged_evaluation_id) if previous else (None, None)
-    )
+    before = (previous.evaluation_id, previous.flagged_evaluation_id) if previous else (None, None)
     best_before = _board_best_ms(problem_id, hardware_id)
 
     # Records set by kernels that no longer rank (flagged on re-verification) are withdrawn.
@@ -196,9 +224,7 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
     entry.refresh_from_db()
 
     record = None
-    improved = entry.is_ranked and (
-        best_before is None or entry.candidate_median_ms < best_before
-    )
+    improved = entry.is_ranked and (best_before is None or entry.candidate_median_ms < best_before)
     if improved and not Record.objects.filter(evaluation_id=entry.evaluation_id).exists():
         record = Record.objects.create(
             **board,
@@ -243,7 +269,7 @@ def board_rerank(*, problem_id: int, hardware_id: int) -> None:
 
 def _board_entries(problem, hardware):
     return BestEntry.objects.filter(problem=problem, hardware=hardware).select_related(
-        "user", "model", "problem", "hardware"
+        "user", "model"
     )
 
 
@@ -253,23 +279,21 @@ def entry_participant_label(entry: BestEntry) -> str:
     return entry.user.username if entry.user_id else "anonymous"
 
 
-def entry_participant_url(entry: BestEntry) -> str:
-    from django.urls import reverse
-
-    if entry.model_id:
-        return reverse("leaderboard_model", args=[entry.model_id])
-    if entry.user_id:
-        return reverse("leaderboard_user", args=[entry.user.username])
-    return ""
+def participant_fields(entry) -> dict:
+    """Who, as data: the templates make the links (rows are built where no URLs are loaded)."""
+    return {
+        "participant": entry_participant_label(entry),
+        "participant_key": entry.participant,
+        "model_id": entry.model_id,
+        "username": entry.user.username if entry.user_id and not entry.model_id else None,
+    }
 
 
 def board_row(entry: BestEntry) -> dict:
     return {
         "key": entry.participant,
         "rank": entry.rank,
-        "participant": entry_participant_label(entry),
-        "participant_key": entry.participant,
-        "participant_url": entry_participant_url(entry),
+        **participant_fields(entry),
         "submission_id": entry.submission_id,
         "evaluation_id": entry.evaluation_id,
         "candidate_ms": entry.candidate_median_ms,
@@ -286,9 +310,7 @@ def board_row(entry: BestEntry) -> dict:
 def flagged_row(entry: BestEntry) -> dict:
     return {
         "key": entry.participant,
-        "participant": entry_participant_label(entry),
-        "participant_key": entry.participant,
-        "participant_url": entry_participant_url(entry),
+        **participant_fields(entry),
         "evaluation_id": entry.flagged_evaluation_id,
         "candidate_ms": entry.flagged_ms,
         "flags": entry.flags,
@@ -319,18 +341,13 @@ def record_rows(*, problem, hardware) -> list[dict]:
 
 
 def record_row(record: Record) -> dict:
-    if record.model_id:
-        who = str(record.model)
-    else:
-        who = record.user.username if record.user_id else "anonymous"
     return {
         "key": f"record-{record.pk}",
         "problem": record.problem.slug,
         "level": record.problem.level,
         "number": record.problem.number,
         "hardware": record.hardware.slug,
-        "participant": who,
-        "participant_key": record.participant,
+        **participant_fields(record),
         "submission_id": record.submission_id,
         "candidate_ms": record.candidate_median_ms,
         "previous_ms": record.previous_ms,
@@ -339,22 +356,43 @@ def record_row(record: Record) -> dict:
     }
 
 
-def _with_html(rows: list[dict], template: str) -> list[dict]:
-    for row in rows:
-        row["html"] = render_to_string(template, {"r": row}).strip()
-    return rows
+ROW_TEMPLATES = {
+    "rows": "leaderboard/_board_row.html",
+    "flagged": "leaderboard/_flagged_row.html",
+    "entry": "leaderboard/_entry_row.html",
+    "record": "leaderboard/_record_row.html",
+    "model_rows": "leaderboard/_model_row.html",
+}
+
+
+def with_html(payload: dict) -> dict:
+    """The payload with each row rendered by the template the page itself uses.
+
+    Done in the web process as a message goes out (template rendering touches no database), so
+    the runner publishes plain data and pages get rows they can swap in as they are.
+    """
+    rendered = dict(payload)
+    for field, template in ROW_TEMPLATES.items():
+        value = payload.get(field)
+        if isinstance(value, list):
+            rendered[field] = [_render_row(row, template) for row in value]
+        elif isinstance(value, dict):
+            rendered[field] = _render_row(value, template)
+    return rendered
+
+
+def _render_row(row: dict, template: str) -> dict:
+    return {**row, "html": render_to_string(template, {"r": row}).strip()}
 
 
 def board_snapshot(*, problem, hardware) -> dict:
-    """Everything an open board page needs, rows rendered by the same templates as the page."""
+    """Everything an open board page needs."""
     return {
         "type": "board",
         "problem": problem.pk,
         "hardware": hardware.slug,
-        "rows": _with_html(board_rows(problem=problem, hardware=hardware),
-                           "leaderboard/_board_row.html"),
-        "flagged": _with_html(flagged_rows(problem=problem, hardware=hardware),
-                              "leaderboard/_flagged_row.html"),
+        "rows": board_rows(problem=problem, hardware=hardware),
+        "flagged": flagged_rows(problem=problem, hardware=hardware),
     }
 
 
@@ -377,9 +415,9 @@ def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
     if entry is not None:
         entry = _board_entries(problem, hardware).get(pk=entry.pk)
         if entry.is_ranked:
-            rows = _with_html([board_row(entry)], "leaderboard/_board_row.html")
+            rows = [board_row(entry)]
         if entry.flagged_evaluation_id:
-            flagged = _with_html([flagged_row(entry)], "leaderboard/_flagged_row.html")
+            flagged = [flagged_row(entry)]
     return {
         "type": "board_change",
         "problem": problem.pk,
@@ -392,23 +430,37 @@ def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
     }
 
 
-def board_refresh_for(evaluation: Evaluation) -> EntryChange:
+def board_refresh_for(evaluation: Evaluation) -> EntryChange | None:
     """Update the board this evaluation belongs to and tell open pages what changed.
 
-    Called inside the transaction that stores the evaluation; publish() sends after commit.
+    Called inside the transaction that stores the evaluation; publish() sends after commit. A
+    failure here is logged and leaves the evaluation stored (the savepoint rolls back only the
+    board, and `manage.py leaderboard_rebuild` or the participant's next result repairs it).
     """
     submission = evaluation.submission
     problem = submission.problem
     hardware = evaluation.hardware
-    change = entry_refresh(
-        problem_id=problem.pk, hardware_id=hardware.pk, participant=submission.participant
-    )
-    publish(
-        board_group(problem.pk, hardware.slug),
-        _board_change_payload(problem=problem, hardware=hardware, change=change),
-    )
-    publish(LEADERBOARD_GROUP, _result_payload(problem=problem, hardware=hardware, change=change,
-                                               participant=submission.participant))
+    try:
+        with transaction.atomic():
+            change = entry_refresh(
+                problem_id=problem.pk, hardware_id=hardware.pk, participant=submission.participant
+            )
+            publish(
+                board_group(problem.pk, hardware.slug),
+                _board_change_payload(problem=problem, hardware=hardware, change=change),
+            )
+            publish(
+                LEADERBOARD_GROUP,
+                _result_payload(
+                    problem=problem,
+                    hardware=hardware,
+                    change=change,
+                    participant=submission.participant,
+                ),
+            )
+    except Exception:
+        log.exception("could not refresh the board for evaluation %s", evaluation.pk)
+        return None
     return change
 
 
@@ -429,16 +481,16 @@ def _result_payload(*, problem, hardware, change: EntryChange, participant: str)
         entry = BestEntry.objects.select_related("problem", "hardware", "user", "model").get(
             pk=change.entry.pk
         )
-        row = selectors.entry_row(entry)
-        payload["entry"] = _with_html([row], "leaderboard/_entry_row.html")[0]
+        payload["entry"] = selectors.entry_row(entry)
     if change.record is not None and problem.status != Problem.Status.RETIRED:
         record = Record.objects.select_related("problem", "hardware", "user", "model").get(
             pk=change.record.pk
         )
-        payload["record"] = _with_html([record_row(record)], "leaderboard/_record_row.html")[0]
+        payload["record"] = record_row(record)
     if change.entry is not None and change.entry.model_id:
-        rows = selectors.models_table(model_id=change.entry.model_id, hardware=hardware)
-        payload["model_rows"] = _with_html(rows, "leaderboard/_model_row.html")
+        payload["model_rows"] = selectors.models_table(
+            model_id=change.entry.model_id, hardware=hardware
+        )
     return payload
 
 
@@ -475,9 +527,13 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
         model_id = first["submission__model_id"]
         entries.append(
             BestEntry(
-                problem_id=problem_id, hardware_id=hardware_id, participant=key,
-                user_id=None if model_id else first["submission__user_id"], model_id=model_id,
-                updated_at=now, **_entry_fields(latest),
+                problem_id=problem_id,
+                hardware_id=hardware_id,
+                participant=key,
+                user_id=None if model_id else first["submission__user_id"],
+                model_id=model_id,
+                updated_at=now,
+                **_entry_fields(latest),
             )
         )
         ranking_by_board.setdefault((problem_id, hardware_id), []).extend(
@@ -502,15 +558,19 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
             if best is None or e["candidate_median_ms"] < best:
                 records.append(
                     Record(
-                        problem_id=problem_id, hardware_id=hardware_id,
+                        problem_id=problem_id,
+                        hardware_id=hardware_id,
                         participant=participant_key(
                             user_id=e["submission__user_id"], model_id=e["submission__model_id"]
                         ),
                         user_id=None if e["submission__model_id"] else e["submission__user_id"],
-                        model_id=e["submission__model_id"], evaluation_id=e["id"],
+                        model_id=e["submission__model_id"],
+                        evaluation_id=e["id"],
                         submission_id=e["submission_id"],
-                        candidate_median_ms=e["candidate_median_ms"], previous_ms=best,
-                        speedup=e["speedup"], achieved_at=e["finished_at"],
+                        candidate_median_ms=e["candidate_median_ms"],
+                        previous_ms=best,
+                        speedup=e["speedup"],
+                        achieved_at=e["finished_at"],
                     )
                 )
                 best = e["candidate_median_ms"]
@@ -521,7 +581,3 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
         BestEntry.objects.bulk_create(entries, batch_size=batch_size)
         Record.objects.bulk_create(records, batch_size=batch_size)
     return len(entries)
-
-
-def hardware_for(slug: str) -> Hardware | None:
-    return Hardware.objects.filter(slug=slug).first()

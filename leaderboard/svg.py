@@ -13,8 +13,16 @@ from django.utils.safestring import SafeString, mark_safe
 WIDTH, HEIGHT = 640, 320
 LEFT, RIGHT, TOP, BOTTOM = 56, 170, 28, 44  # the right margin holds the legend
 COLORS = (
-    "#2456c7", "#d1495b", "#2a9d8f", "#e9a23b", "#6a4c93", "#3d405b", "#8ab17d", "#c05299",
-    "#4d908e", "#f3722c",
+    "#2456c7",
+    "#d1495b",
+    "#2a9d8f",
+    "#e9a23b",
+    "#6a4c93",
+    "#3d405b",
+    "#8ab17d",
+    "#c05299",
+    "#4d908e",
+    "#f3722c",
 )
 
 

@@ -121,8 +121,7 @@ def leaderboard_model(request, pk: int):
     model = get_object_or_404(Model, pk=pk)
     form = TableFilterForm(request.GET or None)
     if request.GET and not form.is_valid():
-        return render(request, "leaderboard/model.html", {"model": model, "form": form},
-                      status=400)
+        return render(request, "leaderboard/model.html", {"model": model, "form": form}, status=400)
     baseline = (form.cleaned_data.get("baseline") if form.is_bound else None) or "eager"
     summary = selectors.models_table(model_id=model.pk, baseline=baseline)
     entries = selectors.participant_entries(model=model)
@@ -162,8 +161,10 @@ def leaderboard_model(request, pk: int):
             "thresholds": [selectors.p_label(p) for p in metrics.FAST_P_THRESHOLDS],
             "fast_p_chart": svg.fast_p_chart(
                 [
-                    (f"level {r['level']} on {r['hardware']}",
-                     {float(p): v for p, v in r["fast_p"].items()})
+                    (
+                        f"level {r['level']} on {r['hardware']}",
+                        {float(p): v for p, v in r["fast_p"].items()},
+                    )
                     for r in summary
                 ],
                 title=f"fast_p of {model}",
@@ -210,8 +211,12 @@ def leaderboard_run_eval_results(request, pk: int):
     run = get_object_or_404(Run.objects.select_related("hardware"), pk=pk)
     level = request.GET.get("level")
     if level is not None and not level.isdigit():
-        return render(request, "leaderboard/error.html",
-                      {"message": f"level must be a number, not {level!r}."}, status=400)
+        return render(
+            request,
+            "leaderboard/error.html",
+            {"message": f"level must be a number, not {level!r}."},
+            status=400,
+        )
     try:
         data = selectors.run_eval_results(run, level=int(level) if level else None)
     except ValueError as error:

@@ -107,10 +107,10 @@ def start_runner(tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
     """Start real `manage.py runner` processes (each in its own process group)."""
     started: list[subprocess.Popen] = []
 
-    def start(hardware: str = "cpu", **env: str) -> subprocess.Popen:
-        log = open(tmp_path / f"runner-{len(started)}.log", "w")
+    def start(hardware: str = "cpu", *args: str, **env: str) -> subprocess.Popen:
+        log = open(tmp_path / f"runner-{len(started)}.log", "w")  # noqa: SIM115 (lives on)
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "runner", "--hardware", hardware],
+            [sys.executable, "manage.py", "runner", "--hardware", hardware, *args],
             cwd=REPO,
             env=process_env(**env),
             stdout=log,
@@ -129,7 +129,7 @@ def start_runner(tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
 def live_site(tmp_path) -> Iterator[str]:
     """The real ASGI server (daphne) on a free port, serving this run's database."""
     port = free_port()
-    log = open(tmp_path / "daphne.log", "w")
+    log = open(tmp_path / "daphne.log", "w")  # noqa: SIM115 (open while the server runs)
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
          "kbsite.asgi:application"],

@@ -39,13 +39,22 @@ def tick() -> datetime:
     return _clock["t"]
 
 
-def make_submission(*, problem, hardware, user=None, model=None, run=None, sample_index=0,
-                    backend="cuda") -> Submission:
+def make_submission(
+    *, problem, hardware, user=None, model=None, run=None, sample_index=0, backend="cuda"
+) -> Submission:
     source = f"# kernel {timezone.now().timestamp()} {id(object())}\n"
     return Submission.objects.create(
-        user=user, model=model, run=run, sample_index=sample_index, problem=problem,
-        problem_version=problem.current_version, hardware=hardware, backend=backend,
-        source=source, source_hash=source_hash(source), status=Submission.Status.FINISHED,
+        user=user,
+        model=model,
+        run=run,
+        sample_index=sample_index,
+        problem=problem,
+        problem_version=problem.current_version,
+        hardware=hardware,
+        backend=backend,
+        source=source,
+        source_hash=source_hash(source),
+        status=Submission.Status.FINISHED,
     )
 
 
@@ -71,7 +80,11 @@ def make_result(
     with transaction.atomic():
         if submission is None:
             submission = make_submission(
-                problem=problem, hardware=hardware, user=user, model=model, run=run,
+                problem=problem,
+                hardware=hardware,
+                user=user,
+                model=model,
+                run=run,
                 sample_index=sample_index,
             )
         attempt = submission.evaluations.count() + 1
@@ -90,14 +103,21 @@ def make_result(
             speedup=reference_ms / ms if timed and correct else None,
             speedup_compile=speedup_compile,
             candidate_stats=(
-                {"median_ms": ms, "mean_ms": ms * 1.1, "std_ms": 0.01, "min_ms": ms * 0.9,
-                 "max_ms": ms * 1.5, "n": 20}
-                if timed else None
+                {
+                    "median_ms": ms,
+                    "mean_ms": ms * 1.1,
+                    "std_ms": 0.01,
+                    "min_ms": ms * 0.9,
+                    "max_ms": ms * 1.5,
+                    "n": 20,
+                }
+                if timed
+                else None
             ),
             flags=list(flags),
-            trials=trials if trials is not None else (
-                [{"k": 1, "passed": correct}] if verdict in ("correct", "incorrect") else []
-            ),
+            trials=trials
+            if trials is not None
+            else ([{"k": 1, "passed": correct}] if verdict in ("correct", "incorrect") else []),
             error="" if correct else f"{verdict} happened",
             source_hash=submission.source_hash,
             finished_at=tick(),

@@ -57,11 +57,15 @@ def test_only_published_problems_are_measured_unless_asked(cpu_hardware, sample_
     measured = set(Baseline.objects.values_list("problem__slug", "mode"))
     assert measured == {("level2/901_Small_Linear_GELU", "eager")}
 
+    first = Baseline.objects.get(mode="eager").created_at
+
+    # Both level 2 problems share one sandboxed process (a batch).
     call_command(
-        "baselines", "--hardware", "cpu", "--problem", draft.slug, "--modes", "eager",
-        "--include-unpublished",
+        "baselines", "--hardware", "cpu", "--level", "2", "--modes", "eager",
+        "--include-unpublished", "--batch", "5",
     )
-    assert Baseline.objects.filter(problem=draft, mode="eager").exists()
+    assert Baseline.objects.get(problem=draft, mode="eager").median_ms > 0
+    assert Baseline.objects.get(problem__slug="level2/901_Small_Linear_GELU").created_at > first
 
 
 def test_measuring_a_gpu_hardware_on_a_host_without_it_is_refused(db, sample_problems):

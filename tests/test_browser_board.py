@@ -27,8 +27,11 @@ def test_a_board_row_moves_up_when_a_faster_result_lands(
     page.evaluate("window.__notReloaded = true")
 
     submission_create(
-        user=user, problem=relu_problem, source=kernel_source("relu_correct.py"),
-        backend="torch", hardware=cpu_hardware,
+        user=user,
+        problem=relu_problem,
+        source=kernel_source("relu_correct.py"),
+        backend="torch",
+        hardware=cpu_hardware,
     )
     start_runner()
 

@@ -50,7 +50,8 @@ def test_a_board_lists_ranked_rows_flagged_kernels_and_records(data):
     body = response.json()
     assert body["problem"]["slug"] == "level1/1_P1" and body["hardware"] == "h200"
     assert [(r["rank"], r["participant"], r["candidate_ms"]) for r in body["rows"]] == [
-        (1, "ada", 1.0), (2, "GPT Test", 2.0),
+        (1, "ada", 1.0),
+        (2, "GPT Test", 2.0),
     ]
     assert body["rows"][0]["participant_key"] == f"user:{data['ada'].pk}"
     assert [r["candidate_ms"] for r in body["records"]] == [1.0]
@@ -103,7 +104,8 @@ def test_a_run_gives_its_summary_and_kernelbench_eval_results(data):
 def test_a_users_standing_and_the_recent_records(data):
     entries = APIClient().get(f"{API}/users/ada/").json()["entries"]
     assert [(e["problem"], e["rank"], e["flags"]) for e in entries] == [
-        ("level1/1_P1", 1, []), ("level1/2_P2", None, ["input_mutation"]),
+        ("level1/1_P1", 1, []),
+        ("level1/2_P2", None, ["input_mutation"]),
     ]
     rows = APIClient().get(f"{API}/records/", {"limit": 1}).json()["rows"]
     assert len(rows) == 1

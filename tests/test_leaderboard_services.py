@@ -8,7 +8,13 @@ from evaluation.services import hardware_register
 from kbsite.models import LiveEvent
 from leaderboard import selectors
 from leaderboard.models import BestEntry, Record
-from leaderboard.services import board_rows, boards_rebuild, flagged_rows, record_rows
+from leaderboard.services import (
+    board_rows,
+    boards_rebuild,
+    flagged_rows,
+    record_rows,
+    with_html,
+)
 from problems.models import Problem
 from submissions.models import Model, Run
 from tests.leaderboard_factory import make_problem, make_result
@@ -43,7 +49,9 @@ def test_the_board_ranks_each_participants_best_correct_evaluation_by_median(gpu
     rows = board_rows(problem=problem, hardware=gpu)
 
     assert [(r["rank"], r["participant"], r["candidate_ms"]) for r in rows] == [
-        (1, "b", 1.5), (2, "a", 2.0), (3, "GPT Test", 2.5),
+        (1, "b", 1.5),
+        (2, "a", 2.0),
+        (3, "GPT Test", 2.5),
     ]
     assert rows[1]["speedup"] == pytest.approx(1.0)  # reference 2.0 ms / 2.0 ms
     c_entry = BestEntry.objects.get(participant=f"user:{people['c'].pk}")
@@ -62,9 +70,7 @@ def test_flagged_evaluations_are_shown_apart_and_never_rank(gpu, people):
     assert [(r["participant"], r["flags"]) for r in flagged] == [("d", ["timing_underreported"])]
 
 
-def test_a_reverification_that_flags_a_kernel_takes_it_off_the_board_and_its_record(
-    gpu, people
-):
+def test_a_reverification_that_flags_a_kernel_takes_it_off_the_board_and_its_record(gpu, people):
     problem = make_problem(1, 1)
     make_result(problem=problem, hardware=gpu, user=people["a"], ms=3.0)
     best = make_result(problem=problem, hardware=gpu, user=people["a"], ms=1.0)
@@ -72,8 +78,12 @@ def test_a_reverification_that_flags_a_kernel_takes_it_off_the_board_and_its_rec
     assert [r["candidate_ms"] for r in record_rows(problem=problem, hardware=gpu)] == [3.0, 1.0]
 
     make_result(
-        problem=problem, hardware=gpu, submission=best.submission, ms=1.0,
-        flags=("result_caching",), purpose=Evaluation.Purpose.REVERIFY,
+        problem=problem,
+        hardware=gpu,
+        submission=best.submission,
+        ms=1.0,
+        flags=("result_caching",),
+        purpose=Evaluation.Purpose.REVERIFY,
     )
 
     rows = board_rows(problem=problem, hardware=gpu)
@@ -89,7 +99,9 @@ def test_a_record_is_written_only_when_the_boards_best_time_improves(gpu, people
 
     records = record_rows(problem=problem, hardware=gpu)
     assert [(r["participant"], r["candidate_ms"], r["previous_ms"]) for r in records] == [
-        ("a", 3.0, None), ("b", 2.0, 3.0), ("c", 1.0, 2.0),
+        ("a", 3.0, None),
+        ("b", 2.0, 3.0),
+        ("c", 1.0, 2.0),
     ]
 
 
@@ -108,7 +120,9 @@ def test_a_refresh_publishes_the_changed_row_and_the_new_order_after_commit(
     assert payload["order"] == [[b_key, 1], [a_key, 2]]
     assert payload["changed"] == [b_key]
     assert [r["key"] for r in payload["rows"]] == [b_key]
-    assert f'data-key="{b_key}"' in payload["rows"][0]["html"]
+    # The runner publishes data; the web process renders the rows as it sends them.
+    assert "html" not in payload["rows"][0]
+    assert f'<tr data-key="{b_key}">' in with_html(payload)["rows"][0]["html"]
     result = LiveEvent.objects.get(group="leaderboard").payload
     assert result["type"] == "result" and result["record"]["candidate_ms"] == 1.0
     assert result["entry"]["rank"] == 1
@@ -129,8 +143,14 @@ def test_rebuilding_from_the_evaluations_gives_the_same_boards_as_the_live_updat
 
     def state():
         entries = BestEntry.objects.order_by("problem", "hardware", "participant").values_list(
-            "problem", "hardware", "participant", "rank", "evaluation", "flagged_evaluation",
-            "compiled", "evaluated",
+            "problem",
+            "hardware",
+            "participant",
+            "rank",
+            "evaluation",
+            "flagged_evaluation",
+            "compiled",
+            "evaluated",
         )
         records = Record.objects.order_by("evaluation").values_list(
             "evaluation", "candidate_median_ms", "previous_ms"
@@ -146,17 +166,22 @@ def test_the_models_table_follows_kernelbench_over_every_problem_of_the_level(gp
     p1, p2, p3, p4 = (make_problem(1, n) for n in (1, 2, 3, 4))
     make_problem(1, 5, status=Problem.Status.RETIRED)  # leaves the denominator
     make_problem(1, 6, status=Problem.Status.DRAFT)  # not yet part of the level
-    make_result(problem=p1, hardware=gpu, model=llm, ms=1.0, reference_ms=2.0,
-                speedup_compile=1.5)  # 2.0x
-    make_result(problem=p2, hardware=gpu, model=llm, ms=4.0, reference_ms=2.0,
-                speedup_compile=0.25)  # 0.5x
+    make_result(
+        problem=p1, hardware=gpu, model=llm, ms=1.0, reference_ms=2.0, speedup_compile=1.5
+    )  # 2.0x
+    make_result(
+        problem=p2, hardware=gpu, model=llm, ms=4.0, reference_ms=2.0, speedup_compile=0.25
+    )  # 0.5x
     make_result(problem=p3, hardware=gpu, model=llm, verdict="incorrect", ms=1.0)
     # p4: never attempted.
 
     [row] = selectors.models_table(hardware=gpu)
 
     assert (row["model"], row["level"], row["problems"], row["attempted"]) == (
-        "GPT Test", 1, 4, 3,
+        "GPT Test",
+        1,
+        4,
+        3,
     )
     assert (row["compile_rate"], row["correct_rate"]) == (0.75, 0.5)
     # fast_p over 4 problems: 0 -> 2; 0.5 -> 1 (0.5 is not > 0.5); 0.8, 1, 1.5 -> 1; 2 -> 0.
@@ -185,9 +210,7 @@ def test_a_retired_problem_leaves_the_tables_and_the_recent_records(gpu, people,
 
 
 def _run(llm, gpu, problems, samples: int) -> Run:
-    run = Run.objects.create(
-        name="sweep", model=llm, hardware=gpu, samples_per_problem=samples
-    )
+    run = Run.objects.create(name="sweep", model=llm, hardware=gpu, samples_per_problem=samples)
     run.problems.set(problems)
     return run
 
@@ -218,8 +241,15 @@ def test_a_run_exports_kernelbenchs_eval_results_layout(gpu, llm):
     p1, p2 = make_problem(1, 7), make_problem(1, 9)
     run = _run(llm, gpu, [p1, p2], samples=2)
     good = make_result(problem=p1, hardware=gpu, model=llm, run=run, ms=2.0)
-    make_result(problem=p1, hardware=gpu, model=llm, run=run, sample_index=1,
-                verdict="compile_error", ms=None)
+    make_result(
+        problem=p1,
+        hardware=gpu,
+        model=llm,
+        run=run,
+        sample_index=1,
+        verdict="compile_error",
+        ms=None,
+    )
     make_result(problem=p2, hardware=gpu, model=llm, run=run, verdict="incorrect", ms=1.0)
 
     data = selectors.run_eval_results(run)
@@ -235,8 +265,14 @@ def test_a_run_exports_kernelbenchs_eval_results_layout(gpu, llm):
     assert (second["runtime"], second["runtime_stats"]) == (-1.0, {})
     assert second["metadata"]["compilation_error"] == "compile_error happened"
     assert data["9"][0]["metadata"]["correctness_issue"] == "incorrect happened"
-    assert set(first) == {"sample_id", "compiled", "correctness", "metadata", "runtime",
-                          "runtime_stats"}
+    assert set(first) == {
+        "sample_id",
+        "compiled",
+        "correctness",
+        "metadata",
+        "runtime",
+        "runtime_stats",
+    }
 
 
 def test_eval_results_of_a_run_over_several_levels_needs_a_level(gpu, llm):
@@ -257,5 +293,6 @@ def test_a_users_page_lists_their_standing_on_each_board(gpu, people):
     entries = selectors.participant_entries(user=people["a"])
 
     assert [(e["problem"], e["rank"], e["compiled"]) for e in entries] == [
-        (p1.slug, 2, True), (p2.slug, None, True),
+        (p1.slug, 2, True),
+        (p2.slug, None, True),
     ]

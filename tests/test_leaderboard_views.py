@@ -60,7 +60,9 @@ def test_the_board_downloads_as_csv_and_json(board):
     assert 'filename="level1-19_P19-h200-board.csv"' in response["Content-Disposition"]
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [(r["rank"], r["participant"], r["candidate_ms"]) for r in rows] == [
-        ("1", "bob", "1.0"), ("2", "ada", "2.0"), ("3", "GPT Test", "4.0"),
+        ("1", "bob", "1.0"),
+        ("2", "ada", "2.0"),
+        ("3", "GPT Test", "4.0"),
     ]
 
     response = client.get(board_url(board["problem"]) + "?format=json&table=flagged")

@@ -87,7 +87,7 @@ def test_the_change_page_shows_the_reference_highlighted_and_each_finding_explai
     html = response.content.decode()
     assert response.status_code == 200
     assert '<div class="highlight">' in html
-    assert '<span class="k">class</span> <span class="nc">Model</span>' in html
+    assert '<span class="nc">Model</span>' in html  # tokens coloured by pygments
     assert "constant_output" in html and "same constant (0.5)" in html
     assert "/highlight.css" in html  # pygments' colours for the code
     changelist = admin_client_logged_in.get(CHANGELIST).content.decode()

@@ -3,10 +3,16 @@
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from evaluation.harness.sandbox import run_job
 from evaluation.models import Validation
-from gpu_runner.curation import VALIDATION_TIMING, validate_problem, validation_store
+from gpu_runner.curation import (
+    VALIDATION_TIMING,
+    validate_problem,
+    validation_store,
+    validations_run,
+)
 from problems.curation import validation_request
 from problems.models import Problem, PublishRefused
 from problems.services import problem_upsert
@@ -117,6 +123,33 @@ def test_validate_problem_claims_once_and_moves_a_passing_draft_to_validated(db,
     assert problem.status == Problem.Status.VALIDATED
 
 
+def test_a_batch_cut_short_by_a_crash_reruns_the_rest_alone(db, cpu_hardware):
+    names = ["sound", "kills_its_process", "constant_output"]
+    problems = [
+        problem_upsert(
+            level=3, number=i, name=name, source=(PROBLEMS / f"{name}.py").read_text()
+        ).problem
+        for i, name in enumerate(names, start=1)
+    ]
+    validations = [
+        validation_request(problem=p, hardware=cpu_hardware, enqueue=False) for p in problems
+    ]
+    seen = []
+
+    validations_run(
+        validations=validations, runner_name="bulk", batch_size=3, on_done=seen.append
+    )
+
+    assert [v.pk for v in seen] == [v.pk for v in validations]
+    sound, crasher, constant = (Validation.objects.get(pk=v.pk) for v in validations)
+    assert sound.status == Validation.Status.PASSED
+    assert crasher.status == Validation.Status.FAILED
+    assert [f["code"] for f in crasher.findings] == ["validation_error"]
+    assert "exited with status" in crasher.findings[0]["message"]
+    assert constant.status == Validation.Status.FLAGGED
+    assert [f["code"] for f in constant.findings] == ["constant_output"]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_validations_go_through_the_queue_to_a_real_runner(cpu_hardware, start_runner):
     sound = problem_upsert(
@@ -155,3 +188,27 @@ def test_validations_go_through_the_queue_to_a_real_runner(cpu_hardware, start_r
     constant.refresh_from_db()
     assert constant.status == Problem.Status.PUBLISHED
     assert constant.findings_override_reason.startswith("The constant is the point")
+
+
+def test_the_command_validates_here_in_batches_and_reports_the_findings(
+    db, cpu_hardware, capsys
+):
+    for number, name in ((1, "sound"), (2, "near_zero_output"), (3, "input_insensitive")):
+        source = (PROBLEMS / f"{name}.py").read_text()
+        problem_upsert(level=4, number=number, name=name, source=source)
+
+    call_command(
+        "validate_problems", "--hardware", "cpu", "--level", "4", "--here", "--batch", "2",
+        "--shard", "0/1",
+    )
+
+    out = capsys.readouterr().out
+    assert "level4/1_sound: passed - ref" in out
+    assert "level4/2_near_zero_output: flagged near_zero_output" in out
+    assert "cpu: 2 flagged, 1 passed" in out
+    assert "    input_insensitive: The output stays the same" in out
+
+    call_command("validate_problems", "--hardware", "cpu", "--level", "4", "--missing-only")
+    assert "queued 0 validations on cpu" in capsys.readouterr().out
+    call_command("validate_problems", "--hardware", "cpu", "--level", "4", "--shard", "1/2")
+    assert "queued 1 validations on cpu" in capsys.readouterr().out

@@ -61,7 +61,7 @@ def test_a_submission_that_keeps_killing_runners_is_stopped_while_the_queue_drai
     for attempt in range(1, settings.SUBMISSION_MAX_ATTEMPTS + 1):
         runner = start_runner(**FAST_RECOVERY)
         wait_for(
-            lambda: Submission.objects.filter(
+            lambda attempt=attempt: Submission.objects.filter(
                 pk=poison.pk, status=Submission.Status.RUNNING, attempts=attempt
             ).exists(),
             timeout=180,

@@ -1,8 +1,8 @@
 """Flow 1-3 end to end: web form -> django-q2 cluster in a runner process -> websocket events."""
 
 import asyncio
-import os
 import json
+import os
 
 import pytest
 from asgiref.sync import sync_to_async

@@ -45,9 +45,50 @@ class _Stop(Exception):  # ends a validation early with what was found
 
 
 def run(job: dict, events: Any, workdir: Path) -> dict:
-    if job.get("mode") == "baseline":
-        return measure_baseline(job, events.emit)
-    return validate(job, events.emit)
+    single = measure_baseline if job.get("mode") == "baseline" else validate
+    if not job.get("batch"):
+        return single(job, events.emit)
+    return run_batch(job, events.emit, single)
+
+
+def run_batch(job: dict, emit, single) -> dict:
+    """Several references one after another in this process, to spare a process start and a
+    device initialisation per problem in bulk runs. Each result goes out as an "item" event as
+    soon as it exists, so a batch cut short by a crash or the time limit loses only the rest
+    (which the caller then runs one by one, each in its own process)."""
+    from .config import DEFAULT_TOLERANCE
+
+    results = {}
+    for item in job["batch"]:
+        key = str(item["key"])
+        sub = {k: v for k, v in job.items() if k != "batch"}
+        sub.update({k: v for k, v in item.items() if k != "key" and v is not None})
+        for name in ("atol", "rtol"):
+            if item.get(name) is None:
+                sub[name] = DEFAULT_TOLERANCE.get(sub["precision"], 1e-4)
+        emit({"type": "phase", "phase": f"problem {key}"})
+        result = single(sub, emit)
+        emit({"type": "item", "key": key, "result": result})
+        results[key] = result
+        del result
+        _release(sub["device"], sub.get("mode"))
+    return {"mode": job.get("mode"), "verdict": "done", "batch": results,
+            "evaluator_version": EVALUATOR_VERSION}
+
+
+def _release(device: str, mode: str | None) -> None:
+    """Leave nothing of the previous problem behind: memory, peak counters, compiled graphs."""
+    import gc
+    import sys
+
+    import torch
+
+    sys.modules.pop(REFERENCE_MODULE, None)
+    if mode == "baseline":
+        torch._dynamo.reset()
+    gc.collect()
+    if device != "cpu":
+        torch.cuda.empty_cache()
 
 
 # --- helpers -------------------------------------------------------------------------------------

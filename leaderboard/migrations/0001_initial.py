@@ -7,70 +7,197 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('evaluation', '0003_validation_run_fields'),
-        ('problems', '0001_initial'),
-        ('submissions', '0001_initial'),
+        ("evaluation", "0003_validation_run_fields"),
+        ("problems", "0001_initial"),
+        ("submissions", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='BestEntry',
+            name="BestEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('participant', models.CharField(max_length=64)),
-                ('rank', models.PositiveIntegerField(blank=True, null=True)),
-                ('candidate_median_ms', models.FloatField(blank=True, null=True)),
-                ('reference_median_ms', models.FloatField(blank=True, null=True)),
-                ('speedup', models.FloatField(blank=True, null=True)),
-                ('speedup_eager', models.FloatField(blank=True, null=True)),
-                ('speedup_compile', models.FloatField(blank=True, null=True)),
-                ('backend', models.CharField(blank=True, max_length=16)),
-                ('precision', models.CharField(blank=True, max_length=8)),
-                ('achieved_at', models.DateTimeField(blank=True, null=True)),
-                ('flags', models.JSONField(blank=True, default=list)),
-                ('flagged_ms', models.FloatField(blank=True, null=True)),
-                ('flagged_at', models.DateTimeField(blank=True, null=True)),
-                ('compiled', models.BooleanField(default=False)),
-                ('evaluated', models.PositiveIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('evaluation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='evaluation.evaluation')),
-                ('flagged_evaluation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='evaluation.evaluation')),
-                ('hardware', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='best_entries', to='evaluation.hardware')),
-                ('model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='submissions.model')),
-                ('problem', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='best_entries', to='problems.problem')),
-                ('submission', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='submissions.submission')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("participant", models.CharField(max_length=64)),
+                ("rank", models.PositiveIntegerField(blank=True, null=True)),
+                ("candidate_median_ms", models.FloatField(blank=True, null=True)),
+                ("reference_median_ms", models.FloatField(blank=True, null=True)),
+                ("speedup", models.FloatField(blank=True, null=True)),
+                ("speedup_eager", models.FloatField(blank=True, null=True)),
+                ("speedup_compile", models.FloatField(blank=True, null=True)),
+                ("backend", models.CharField(blank=True, max_length=16)),
+                ("precision", models.CharField(blank=True, max_length=8)),
+                ("achieved_at", models.DateTimeField(blank=True, null=True)),
+                ("flags", models.JSONField(blank=True, default=list)),
+                ("flagged_ms", models.FloatField(blank=True, null=True)),
+                ("flagged_at", models.DateTimeField(blank=True, null=True)),
+                ("compiled", models.BooleanField(default=False)),
+                ("evaluated", models.PositiveIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "evaluation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="evaluation.evaluation",
+                    ),
+                ),
+                (
+                    "flagged_evaluation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="evaluation.evaluation",
+                    ),
+                ),
+                (
+                    "hardware",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="best_entries",
+                        to="evaluation.hardware",
+                    ),
+                ),
+                (
+                    "model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="submissions.model",
+                    ),
+                ),
+                (
+                    "problem",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="best_entries",
+                        to="problems.problem",
+                    ),
+                ),
+                (
+                    "submission",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="submissions.submission",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'best entries',
-                'indexes': [models.Index(fields=['problem', 'hardware', 'rank'], name='best_entry_board'), models.Index(fields=['model', 'hardware'], name='best_entry_model'), models.Index(fields=['user', 'hardware'], name='best_entry_user'), models.Index(fields=['problem', 'evaluated', 'rank'], name='best_entry_activity')],
-                'constraints': [models.UniqueConstraint(fields=('problem', 'hardware', 'participant'), name='unique_best_entry')],
+                "verbose_name_plural": "best entries",
+                "indexes": [
+                    models.Index(fields=["problem", "hardware", "rank"], name="best_entry_board"),
+                    models.Index(fields=["model", "hardware"], name="best_entry_model"),
+                    models.Index(fields=["user", "hardware"], name="best_entry_user"),
+                    models.Index(
+                        fields=["problem", "evaluated", "rank"], name="best_entry_activity"
+                    ),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("problem", "hardware", "participant"), name="unique_best_entry"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Record',
+            name="Record",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('participant', models.CharField(max_length=64)),
-                ('candidate_median_ms', models.FloatField()),
-                ('previous_ms', models.FloatField(blank=True, null=True)),
-                ('speedup', models.FloatField(blank=True, null=True)),
-                ('achieved_at', models.DateTimeField(db_index=True)),
-                ('evaluation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='evaluation.evaluation')),
-                ('hardware', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='records', to='evaluation.hardware')),
-                ('model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='submissions.model')),
-                ('problem', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='records', to='problems.problem')),
-                ('submission', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='submissions.submission')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("participant", models.CharField(max_length=64)),
+                ("candidate_median_ms", models.FloatField()),
+                ("previous_ms", models.FloatField(blank=True, null=True)),
+                ("speedup", models.FloatField(blank=True, null=True)),
+                ("achieved_at", models.DateTimeField(db_index=True)),
+                (
+                    "evaluation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="evaluation.evaluation",
+                    ),
+                ),
+                (
+                    "hardware",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="records",
+                        to="evaluation.hardware",
+                    ),
+                ),
+                (
+                    "model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="submissions.model",
+                    ),
+                ),
+                (
+                    "problem",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="records",
+                        to="problems.problem",
+                    ),
+                ),
+                (
+                    "submission",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="submissions.submission",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-achieved_at'],
-                'indexes': [models.Index(fields=['problem', 'hardware', 'achieved_at'], name='record_board')],
+                "ordering": ["-achieved_at"],
+                "indexes": [
+                    models.Index(fields=["problem", "hardware", "achieved_at"], name="record_board")
+                ],
             },
         ),
     ]

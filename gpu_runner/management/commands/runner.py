@@ -1,4 +1,9 @@
-"""`python manage.py runner [--hardware SLUG]`: detect the device, register it, serve its queue."""
+"""`python manage.py runner [--hardware SLUG]`: detect the device, register it, serve its queue.
+
+On a host with several GPUs one command serves them all: one queue worker per GPU, each pinned
+to its GPU with CUDA_VISIBLE_DEVICES and running one evaluation at a time, each with its own
+heartbeat; the hardware is registered once with its GPU count.
+"""
 
 import os
 import signal
@@ -8,37 +13,55 @@ import sys
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import hardware_register, runner_heartbeat
 from gpu_runner.detect import detect
 from gpu_runner.services import requeue_abandoned
 
 
+def parse_devices(value: str | None, gpu_count: int) -> list[int | None]:
+    """Device slots to serve: every GPU by default, `--devices 0,2` for some of them.
+
+    On a host without GPUs, `--devices N` runs N CPU slots (several CPU evaluations at once).
+    """
+    if not value:
+        return list(range(gpu_count)) if gpu_count else [None]
+    try:
+        numbers = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(f"--devices takes numbers like 0,1 (got {value!r})") from None
+    if gpu_count:
+        if not numbers or not set(numbers) <= set(range(gpu_count)):
+            raise CommandError(f"this host has GPUs 0..{gpu_count - 1}; asked for {value}")
+        return numbers
+    if len(numbers) != 1 or numbers[0] < 1:
+        raise CommandError("on a host without GPUs, --devices is a number of slots")
+    return list(range(numbers[0]))
+
+
 class Command(BaseCommand):
-    help = "Serve a hardware's evaluation queue (detects the device and registers it)."
+    help = "Serve a hardware's evaluation queue: one worker per GPU (detects and registers it)."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--hardware", help="hardware slug to serve (default: detected)")
+        parser.add_argument(
+            "--devices",
+            help="GPUs to serve, e.g. 0,1 (default: every GPU); on a CPU host, a number of slots",
+        )
 
     def handle(self, *args, **options) -> None:
         detected = detect(options.get("hardware"))
         slug = detected.pop("slug")
         hardware = hardware_register(slug=slug, **detected)
+        devices = parse_devices(options.get("devices"), detected.get("gpu_count") or 0)
         host = socket.gethostname()
-        name = f"{host}:{slug}:{os.getpid()}"
-        self.stdout.write(f"runner {name} serving queue {hardware.queue_name} ({hardware.name})")
-
-        # The queue worker is a child: it holds the database settings it needs to claim and
-        # store results, and starts each evaluation in a sandboxed grandchild with none.
-        env = {
-            **os.environ,
-            "Q_CLUSTER_NAME": hardware.queue_name,
-            "KBSITE_RUNNER_NAME": name,
-            "Q_WORKERS": "1",  # one evaluation at a time on a device
-        }
-        cluster = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"], env=env, cwd=settings.BASE_DIR
+        base = f"{host}:{slug}:{os.getpid()}"
+        names = {device: base if device is None else f"{base}:dev{device}" for device in devices}
+        workers = {d: self._start_worker(hardware, names[d], d) for d in devices}
+        self.stdout.write(
+            f"runner {base} serving queue {hardware.queue_name} ({hardware.name}) "
+            f"on {len(devices)} device slot(s)"
         )
 
         stopping = False
@@ -50,22 +73,51 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         try:
-            while not stopping and cluster.poll() is None:
+            while not stopping and all(w.poll() is None for w in workers.values()):
                 try:
-                    runner_heartbeat(name=name, hardware=hardware, host=host, pid=os.getpid())
+                    for device, name in names.items():
+                        runner_heartbeat(
+                            name=name, hardware=hardware, host=host, pid=workers[device].pid,
+                            device_index=device,
+                        )
                     requeued = requeue_abandoned(hardware_slug=hardware.slug)
                     if requeued:
                         self.stdout.write(f"requeued {requeued} abandoned submission(s)")
                 except Exception as error:  # database briefly gone: keep serving, retry
                     self.stderr.write(f"heartbeat failed: {error}")
                 deadline = time.monotonic() + settings.RUNNER_HEARTBEAT_SECONDS
-                while not stopping and cluster.poll() is None and time.monotonic() < deadline:
+                while (
+                    not stopping
+                    and all(w.poll() is None for w in workers.values())
+                    and time.monotonic() < deadline
+                ):
                     time.sleep(0.2)
         finally:
-            if cluster.poll() is None:
-                cluster.send_signal(signal.SIGTERM)
+            for worker in workers.values():
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGTERM)
+            for worker in workers.values():
                 try:
-                    cluster.wait(timeout=30)
+                    worker.wait(timeout=30)
                 except subprocess.TimeoutExpired:
-                    cluster.kill()
-        sys.exit(cluster.returncode or 0)
+                    worker.kill()
+        sys.exit(max(w.returncode or 0 for w in workers.values()))
+
+    def _start_worker(self, hardware, name: str, device: int | None) -> subprocess.Popen:
+        """A django-q2 cluster of one worker for one device.
+
+        The worker holds the database settings it needs to claim and store results; it starts
+        each evaluation in a sandboxed grandchild that gets none of them.
+        """
+        env = {
+            **os.environ,
+            "Q_CLUSTER_NAME": hardware.queue_name,
+            "KBSITE_RUNNER_NAME": name,
+            "Q_WORKERS": "1",  # one evaluation at a time on a device
+        }
+        if device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(device)
+            env["KBSITE_DEVICE_INDEX"] = str(device)
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"], env=env, cwd=settings.BASE_DIR
+        )

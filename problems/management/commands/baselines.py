@@ -15,6 +15,7 @@ from problems.baselines import (
     baselines_export_kernelbench,
     baselines_import_kernelbench,
 )
+from problems.management.commands.validate_problems import shard
 from problems.models import Problem
 
 
@@ -39,6 +40,12 @@ class Command(BaseCommand):
                             "measured on this hardware with this torch (to resume a long run)")
         parser.add_argument("--time-limit", type=float, default=None,
                             help="seconds per problem (default EVALUATION_TIME_LIMIT)")
+        parser.add_argument("--batch", type=int, default=10,
+                            help="problems per sandboxed process (default 10; 1 gives each "
+                            "its own)")
+        parser.add_argument("--shard", default="",
+                            help="K/N: only every N-th problem from the K-th (0-based), to split "
+                            "a run over several GPUs of one host")
         parser.add_argument("--import", dest="import_path",
                             help="import KernelBench baseline JSON (a file, or a folder with "
                             "baseline_time_torch*.json)")
@@ -119,7 +126,7 @@ class Command(BaseCommand):
             missing = set(options["problem"]) - set(problems.values_list("slug", flat=True))
             if missing:
                 raise CommandError(f"no such problem(s) to measure: {', '.join(sorted(missing))}")
-        problems = list(problems.select_related("current_version"))
+        problems = shard(list(problems.select_related("current_version")), options["shard"])
         if options["missing_only"]:
             problems = [p for p in problems if not self.has_all(p, hardware, modes, detected)]
         if not problems:
@@ -152,6 +159,7 @@ class Command(BaseCommand):
             problems=problems,
             modes=modes,
             time_limit_s=options["time_limit"],
+            batch_size=options["batch"],
             on_outcome=report,
         )
         elapsed = time.monotonic() - started

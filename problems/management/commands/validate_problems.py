@@ -17,6 +17,19 @@ from problems.curation import validation_request
 from problems.models import Problem
 
 
+def shard(items: list, spec: str) -> list:
+    """Items k, k+n, k+2n... for spec "k/n" (all of them for an empty spec)."""
+    if not spec:
+        return items
+    try:
+        k, n = (int(part) for part in spec.split("/"))
+    except ValueError:
+        raise CommandError(f"--shard takes K/N, e.g. 0/8, not {spec!r}") from None
+    if not 0 <= k < n:
+        raise CommandError(f"--shard {spec}: K must be at least 0 and below N")
+    return items[k::n]
+
+
 class Command(BaseCommand):
     help = "Validate problems' references on a hardware (queued, or --here), or --report."
 
@@ -31,6 +44,12 @@ class Command(BaseCommand):
                             "validation on this hardware (to resume a long run)")
         parser.add_argument("--report", action="store_true",
                             help="only print the latest validation of each selected problem")
+        parser.add_argument("--batch", type=int, default=20,
+                            help="with --here: problems per sandboxed process (default 20; "
+                            "1 gives each its own)")
+        parser.add_argument("--shard", default="",
+                            help="K/N: only every N-th problem from the K-th (0-based), to split "
+                            "a run over several GPUs of one host")
 
     def handle(self, *args, **options) -> None:
         problems = Problem.objects.exclude(status=Problem.Status.RETIRED).filter(
@@ -40,7 +59,7 @@ class Command(BaseCommand):
             problems = problems.filter(level__in=options["level"])
         if options["problem"]:
             problems = problems.filter(slug__in=options["problem"])
-        problems = list(problems.select_related("current_version"))
+        problems = shard(list(problems.select_related("current_version")), options["shard"])
         if not problems:
             raise CommandError("no problems match")
         hardware = Hardware.objects.filter(slug=options["hardware"]).first()
@@ -74,32 +93,32 @@ class Command(BaseCommand):
         if not options["here"]:
             self.stdout.write(f"queued {len(validations)} validations on {hardware.queue_name}")
             return None
-        from gpu_runner.curation import validate_problem
+        from gpu_runner.curation import validations_run
 
         runner = f"{socket.gethostname()}:validate_problems:{os.getpid()}"
         started = time.monotonic()
-        for validation in validations:
-            t0 = time.monotonic()
-            validate_problem(validation_id=validation.pk, runner_name=runner)
-            validation.refresh_from_db()
-            self.write_line(validation, time.monotonic() - t0)
+        validations_run(
+            validations=validations,
+            runner_name=runner,
+            batch_size=options["batch"],
+            on_done=self.write_line,
+        )
         self.stdout.write(
             f"validated {len(validations)} problems on {hardware.slug} in "
             f"{time.monotonic() - started:.0f} s"
         )
         return self.report(problems, hardware)
 
-    def write_line(self, validation: Validation, seconds: float | None = None) -> None:
+    def write_line(self, validation: Validation) -> None:
         codes = ",".join(f["code"] for f in validation.findings) or "-"
         memory = (
             f"{validation.peak_memory_bytes / 2**30:.2f} GiB"
             if validation.peak_memory_bytes is not None else "-"
         )
         ms = f"{validation.reference_ms:.4g} ms" if validation.reference_ms is not None else "-"
-        took = f" [{seconds:.1f} s]" if seconds is not None else ""
         self.stdout.write(
             f"{validation.problem_version.problem.slug}: {validation.status} {codes} "
-            f"ref {ms} peak {memory}{took}"
+            f"ref {ms} peak {memory}"
         )
 
     def report(self, problems: list[Problem], hardware: Hardware) -> None:

@@ -1,0 +1,200 @@
+"""Drain a queue of mixed submissions through a real `manage.py runner` and print what happened.
+
+    python3 scripts/runner_check.py --kernelbench PATH [--devices 0,1] [--repeat-relu 5]
+    python3 scripts/runner_check.py --cpu          # the same on this machine's CPU runner
+
+It sets up a throwaway SQLite site, imports the problems the kernels are for, submits correct,
+wrong, crashing, hanging and out-of-memory kernels, starts one runner command (all GPUs unless
+--devices says otherwise), waits until every submission is finished, and prints a table with
+each evaluation's verdict, timings and phases, the wall time, the evaluations per hour, and
+whether two evaluations ever overlapped on one device. Django comes from the carried wheels on
+the GPU host (see scripts/gpu_check.sh).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+# (problem file relative to the KernelBench folder, kernel file relative to the repo, backend)
+GPU_SET = [
+    ("level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_cuda.py", "cuda"),
+    ("level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_cuda.py", "cuda"),  # compiled: cache hit
+    ("level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_triton.py", "triton"),
+    ("level1/19_ReLU.py", "bench/kernels/faults/segfault.py", "cuda"),
+    ("level1/19_ReLU.py", "bench/kernels/faults/illegal_address.py", "cuda"),
+    ("level1/19_ReLU.py", "bench/kernels/faults/hang.py", "torch"),
+    ("level1/19_ReLU.py", "bench/kernels/faults/out_of_memory.py", "torch"),
+    ("level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_cuda.py", "cuda"),  # after the faults
+]
+for level, name in [
+    (1, "1_Square_matrix_multiplication_"),
+    (1, "12_Matmul_with_diagonal_matrices_"),
+    (1, "88_MinGPTNewGelu"),
+    (2, "12_Gemm_Multiply_LeakyReLU"),
+    (2, "76_Gemm_Add_ReLU"),
+    (2, "86_Matmul_Divide_GELU"),
+]:
+    for kind in ("right", "wrong"):
+        GPU_SET.append(
+            (f"level{level}/{name}.py", f"gpu_kernels/level{level}/{name}/{kind}.py", "auto")
+        )
+
+CPU_SET = [
+    ("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"),
+    ("level1/901_Small_ReLU.py", "tests/kernels/relu_wrong.py", "torch"),
+    ("level1/901_Small_ReLU.py", "bench/kernels/faults/hang.py", "torch"),
+    ("level1/901_Small_ReLU.py", "bench/kernels/faults/segfault.py", "torch"),
+    ("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"),
+]
+
+
+def guess_backend(source: str) -> str:
+    if "load_inline" in source and "cuda_sources" in source:
+        return "cuda"
+    if "@triton.jit" in source:
+        return "triton"
+    return "torch"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernelbench", default=str(REPO.parent / "shared" / "kernelbench"))
+    parser.add_argument("--cpu", action="store_true", help="use the sample problems on the CPU")
+    parser.add_argument("--devices", default="", help="GPUs for the runner (default: all)")
+    parser.add_argument("--copies", type=int, default=1, help="submit the whole set N times")
+    parser.add_argument("--time-limit", default="120")
+    parser.add_argument("--timeout", type=float, default=1500)
+    args = parser.parse_args()
+
+    var = Path(tempfile.mkdtemp(prefix="kbsite-runner-check-"))
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "kbsite.settings",
+            "KBSITE_VAR_DIR": str(var),
+            "EVALUATION_TIME_LIMIT": args.time_limit,
+            "RUNNER_HEARTBEAT_SECONDS": "2",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from django.contrib.auth import get_user_model
+
+    from evaluation.models import Evaluation
+    from evaluation.services import hardware_register
+    from gpu_runner.detect import detect
+    from problems.services import FILENAME_PATTERN, SAMPLES_DIR, problem_upsert
+    from submissions.models import Submission
+    from submissions.services import submission_create
+
+    detected = detect()
+    slug = detected.pop("slug")
+    hardware = hardware_register(slug=slug, **detected)
+    user = get_user_model().objects.create_user("checker")
+    problems_root = SAMPLES_DIR if args.cpu else Path(args.kernelbench)
+    plan = (CPU_SET if args.cpu else GPU_SET) * args.copies
+
+    submissions = []
+    problems = {}
+    for problem_file, kernel_file, backend in plan:
+        kernel_path = REPO / kernel_file
+        if not kernel_path.exists():
+            print(f"skipped (missing): {kernel_file}")
+            continue
+        if problem_file not in problems:
+            level_dir, filename = problem_file.split("/")
+            match = FILENAME_PATTERN.match(filename)
+            problems[problem_file] = problem_upsert(
+                level=int(level_dir.removeprefix("level")),
+                number=int(match["number"]),
+                name=match["name"],
+                source=(problems_root / problem_file).read_text(),
+                publish=True,
+            ).problem
+        source = kernel_path.read_text()
+        submissions.append(
+            (
+                kernel_file,
+                submission_create(
+                    user=user,
+                    problem=problems[problem_file],
+                    source=source,
+                    backend=guess_backend(source) if backend == "auto" else backend,
+                    hardware=hardware,
+                ),
+            )
+        )
+
+    started = time.monotonic()
+    runner_args = [sys.executable, "manage.py", "runner", "--hardware", slug]
+    if args.devices:
+        runner_args += ["--devices", args.devices]
+    log = open(var / "runner.log", "w")  # noqa: SIM115 (open while the runner runs)
+    runner = subprocess.Popen(runner_args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    ids = [s.pk for _, s in submissions]
+    try:
+        while time.monotonic() - started < args.timeout:
+            left = Submission.objects.filter(pk__in=ids).exclude(status="finished").count()
+            if not left:
+                break
+            time.sleep(1)
+    finally:
+        wall = time.monotonic() - started
+        runner.terminate()
+        runner.wait(timeout=60)
+
+    print(f"\nhardware {hardware.slug}: {hardware.name}, {hardware.gpu_count} GPU(s), "
+          f"arch {hardware.arch}, torch {hardware.torch_version}, CUDA {hardware.cuda_version}, "
+          f"Triton {hardware.triton_version}, driver {hardware.driver_version}, "
+          f"peak {hardware.peak_bandwidth_gbs} GB/s")
+    header = (f"{'#':>4} {'kernel':48} {'backend':7} {'verdict':14} {'cand ms':>9} {'ref ms':>9} "
+              f"{'speedup':>8} {'compile s':>9} {'eval s':>7} {'device':>6}")
+    print(header)
+    print("-" * len(header))
+    spans: dict[str, list[tuple[float, float]]] = {}
+    finished = 0
+    for kernel_file, submission in submissions:
+        submission.refresh_from_db()
+        evaluation = Evaluation.objects.filter(submission=submission).first()
+        if evaluation is None:
+            print(f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:7} "
+                  f"{submission.status}")
+            continue
+        finished += 1
+        phases = evaluation.phases or {}
+        device = evaluation.runner_name.rsplit(":", 1)[-1]
+        spans.setdefault(evaluation.runner_name, []).append(
+            (evaluation.started_at.timestamp(), evaluation.finished_at.timestamp())
+        )
+
+        def fmt(value, spec=".4g"):
+            return "-" if value is None else format(value, spec)
+
+        print(f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:7} "
+              f"{evaluation.verdict:14} {fmt(evaluation.candidate_median_ms):>9} "
+              f"{fmt(evaluation.reference_median_ms):>9} {fmt(evaluation.speedup, '.3g'):>8} "
+              f"{fmt(phases.get('compile'), '.3g'):>9} {fmt(phases.get('wall'), '.3g'):>7} "
+              f"{device:>6}")
+    overlaps = 0
+    for runs in spans.values():
+        runs.sort()
+        overlaps += sum(1 for a, b in zip(runs, runs[1:], strict=False) if a[1] > b[0])
+    print(f"\n{finished}/{len(submissions)} evaluated in {wall:.1f} s wall "
+          f"({3600 * finished / wall:.0f} evaluations per hour) on {len(spans)} device slot(s); "
+          f"overlapping evaluations on one device: {overlaps}")
+    return 0 if finished == len(submissions) and overlaps == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
