@@ -22,7 +22,7 @@ from problems.models import Problem
 log = logging.getLogger(__name__)
 
 # Validation only needs a rough time; baselines use the evaluator's full timing defaults.
-VALIDATION_TIMING = {"warmup": 2, "min_reps": 5, "max_reps": 50, "max_seconds": 2.0, "sets": 2}
+VALIDATION_TIMING = {"warmup": 2, "min_reps": 5, "max_reps": 30, "max_seconds": 1.0, "sets": 2}
 BASELINE_MODES = (Baseline.Mode.EAGER, Baseline.Mode.COMPILE)
 
 

@@ -29,9 +29,13 @@ PROGRESS_SAVE_EVERY = 0.5  # seconds between progress writes, so a fast kernel c
 
 def evaluate_submission(*, submission_id: int, runner_name: str) -> str:
     """Evaluate one submission if this worker wins the claim; returns what happened."""
-    submission = Submission.objects.select_related("problem", "problem_version", "hardware").get(
-        pk=submission_id
+    submission = (
+        Submission.objects.select_related("problem", "problem_version", "hardware")
+        .filter(pk=submission_id)
+        .first()
     )
+    if submission is None:
+        return "gone"  # deleted since it was queued; nothing to evaluate
     if _stop_if_poison(submission):
         return "stopped: killed its runners too often"
     if not submission.claim(runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS):

@@ -22,6 +22,8 @@ PACKAGES=(
     channels channels-redis redis
     psycopg psycopg-binary
     whitenoise
+    # Running the test suite's gpu tests there
+    pytest-django pytest-asyncio
 )
 
 mkdir -p "$DEST"

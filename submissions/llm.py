@@ -219,7 +219,10 @@ def mock_for(*, model: str, problem: str, sample: int, turn: int) -> Callable[[i
     path = os.environ.get(MOCK_FILE_ENV)
     if not path:
         return None
-    table = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        table = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise LLMFailure(f"Cannot read the canned answers in {path}: {error}", tries=0) from None
     keys = (
         f"{problem}#sample{sample}#turn{turn}",
         f"{problem}#turn{turn}",
@@ -239,7 +242,8 @@ def mock_for(*, model: str, problem: str, sample: int, turn: int) -> Callable[[i
         if "raise" in answer:
             kind = answer["raise"]
             if kind not in MOCK_ERRORS:
-                raise ValueError(f"unknown mock error {kind!r}; known: {', '.join(MOCK_ERRORS)}")
+                known = ", ".join(MOCK_ERRORS)
+                raise LLMFailure(f"Unknown canned error {kind!r}; known: {known}.", tries=0)
             return {"mock_response": MOCK_ERRORS[kind](model, answer.get("message", kind))}
         return {"mock_response": str(answer["answer"]), "mock_delay": answer.get("delay")}
 

@@ -5,13 +5,19 @@ public, like the run pages.
 """
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
-from rest_framework.permissions import AllowAny, IsAdminUser
+from rest_framework.permissions import SAFE_METHODS, IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluation.models import Hardware
+from submissions.api import ApiMixin, error_body
 from submissions.models import Model, Run
 from submissions.runs import (
     RunError,
@@ -22,6 +28,7 @@ from submissions.runs import (
     run_start,
     run_stop,
 )
+from submissions.serializers import ApiErrorSerializer
 
 
 class RunCreateInputSerializer(serializers.Serializer):
@@ -78,7 +85,7 @@ class RunOutputSerializer(serializers.Serializer):
     temperature = serializers.FloatField()
     prompt_style = serializers.CharField()
     refinement_turns = serializers.IntegerField()
-    problems = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    problems = serializers.SerializerMethodField(help_text="Problem slugs.")
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
     cost_usd = serializers.FloatField()
@@ -86,6 +93,10 @@ class RunOutputSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
     progress = serializers.SerializerMethodField()
     fast_p = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_problems(self, run: Run) -> list[str]:
+        return [problem.slug for problem in run.problems.all()]
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, run: Run) -> dict:
@@ -105,45 +116,57 @@ class RunOutputSerializer(serializers.Serializer):
         ]
 
 
-class ErrorSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    detail = serializers.CharField()
-    allowed = serializers.ListField(child=serializers.CharField(), required=False)
+ERRORS = {
+    400: OpenApiResponse(ApiErrorSerializer, description="Invalid input."),
+    401: OpenApiResponse(ApiErrorSerializer, description="No or a bad token."),
+    403: OpenApiResponse(ApiErrorSerializer, description="Staff only, with the submit scope."),
+}
+ACTION_ERRORS = {
+    404: OpenApiResponse(ApiErrorSerializer, description="No such run."),
+    409: OpenApiResponse(ApiErrorSerializer, description="Not in a state that allows it."),
+    **ERRORS,
+}
 
 
 def _error(error: RunError) -> Response:
-    body = {"code": error.code, "detail": error.message}
-    if error.allowed:
-        body["allowed"] = error.allowed
     code = status.HTTP_409_CONFLICT if error.code == "bad_state" else status.HTTP_400_BAD_REQUEST
-    return Response(body, status=code)
+    return Response(error_body(error.message, error.code, allowed=error.allowed), status=code)
 
 
 def _runs():
     return Run.objects.select_related("model", "hardware").prefetch_related("problems")
 
 
-class RunListCreateApi(APIView):
+class RunListCreateApi(ApiMixin, APIView):
     def get_permissions(self):
-        return [AllowAny()] if self.request.method == "GET" else [IsAdminUser()]
+        staff = [] if self.request.method in SAFE_METHODS else [IsAdminUser()]
+        return [*staff, *super().get_permissions()]
 
-    @extend_schema(responses=RunOutputSerializer(many=True), summary="The latest runs")
-    def get(self, request):
+    @extend_schema(
+        operation_id="runs_list",
+        parameters=[
+            OpenApiParameter("model", str, description="A model's litellm name."),
+            OpenApiParameter("status", str, enum=Run.Status.values),
+        ],
+        responses={200: RunOutputSerializer(many=True), **ERRORS},
+        description="The latest 100 runs, newest first.",
+    )
+    def get(self, request) -> Response:
         runs = _runs()
-        model = request.query_params.get("model")
-        if model:
-            runs = runs.filter(model__litellm_name=model)
-        state = request.query_params.get("status")
-        if state:
-            runs = runs.filter(status=state)
+        if request.query_params.get("model"):
+            runs = runs.filter(model__litellm_name=request.query_params["model"])
+        if request.query_params.get("status"):
+            runs = runs.filter(status=request.query_params["status"])
         return Response(RunOutputSerializer(runs[:100], many=True).data)
 
     @extend_schema(
+        operation_id="runs_create",
         request=RunCreateInputSerializer,
-        responses={201: RunOutputSerializer, 400: ErrorSerializer},
-        summary="Create a run (and start it unless start is false)",
+        responses={201: RunOutputSerializer, **ERRORS},
+        description="Create a run of a registered model over problems (a list of slugs, a "
+        "level or a tag), and start it unless `start` is false. Staff only.",
     )
-    def post(self, request):
+    def post(self, request) -> Response:
         data = RunCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
@@ -151,7 +174,8 @@ class RunListCreateApi(APIView):
         model = Model.objects.filter(litellm_name=values.pop("model")).first()
         if model is None:
             known = list(Model.objects.filter(active=True).values_list("litellm_name", flat=True))
-            return _error(RunError("Unknown model.", code="unknown_model", allowed=known))
+            return _error(RunError("No model of that name is registered.", code="unknown_model",
+                                   allowed=known))
         hardware = Hardware.objects.filter(slug=values.pop("hardware")).first()
         if hardware is None:
             known = list(Hardware.objects.values_list("slug", flat=True))
@@ -167,53 +191,58 @@ class RunListCreateApi(APIView):
         )
 
 
-class RunDetailApi(APIView):
-    permission_classes = [AllowAny]
-
-    @extend_schema(responses=RunOutputSerializer, summary="One run, its progress and fast_p")
-    def get(self, request, pk: int):
+class RunDetailApi(ApiMixin, APIView):
+    @extend_schema(
+        operation_id="runs_retrieve",
+        responses={200: RunOutputSerializer, **ACTION_ERRORS},
+        description="One run: its settings, progress, tokens, cost and fast_p per level.",
+    )
+    def get(self, request, pk: int) -> Response:
         return Response(RunOutputSerializer(get_object_or_404(_runs(), pk=pk)).data)
 
 
-class _RunActionApi(APIView):
-    permission_classes = [IsAdminUser]
-    action = staticmethod(run_start)
+class _RunActionApi(ApiMixin, APIView):
+    service = staticmethod(run_start)
 
-    def post(self, request, pk: int):
+    def get_permissions(self):
+        return [IsAdminUser(), *super().get_permissions()]
+
+    def post(self, request, pk: int) -> Response:
         run = get_object_or_404(Run, pk=pk)
         try:
-            self.action(run=run)
+            self.service(run=run)
         except RunError as error:
             return _error(error)
         return Response(RunOutputSerializer(_runs().get(pk=pk)).data)
 
 
-_ACTION_RESPONSES = {200: RunOutputSerializer, 409: OpenApiResponse(ErrorSerializer)}
-
-
 class RunStartApi(_RunActionApi):
-    action = staticmethod(run_start)
+    service = staticmethod(run_start)
 
-    @extend_schema(request=None, responses=_ACTION_RESPONSES, summary="Start a pending run")
-    def post(self, request, pk: int):
+    @extend_schema(operation_id="runs_start", request=None,
+                   responses={200: RunOutputSerializer, **ACTION_ERRORS},
+                   description="Start a pending run. Staff only.")
+    def post(self, request, pk: int) -> Response:
         return super().post(request, pk)
 
 
 class RunStopApi(_RunActionApi):
-    action = staticmethod(run_stop)
+    service = staticmethod(run_stop)
 
-    @extend_schema(request=None, responses=_ACTION_RESPONSES, summary="Stop a run")
-    def post(self, request, pk: int):
+    @extend_schema(operation_id="runs_stop", request=None,
+                   responses={200: RunOutputSerializer, **ACTION_ERRORS},
+                   description="Stop a run: queued steps are not asked; a call already made "
+                   "is kept. Staff only.")
+    def post(self, request, pk: int) -> Response:
         return super().post(request, pk)
 
 
 class RunResumeApi(_RunActionApi):
-    action = staticmethod(run_resume)
+    service = staticmethod(run_resume)
 
-    @extend_schema(
-        request=None,
-        responses=_ACTION_RESPONSES,
-        summary="Resume a stopped run; finished steps are never asked again",
-    )
-    def post(self, request, pk: int):
+    @extend_schema(operation_id="runs_resume", request=None,
+                   responses={200: RunOutputSerializer, **ACTION_ERRORS},
+                   description="Resume a stopped run; finished steps are never asked again. "
+                   "Staff only.")
+    def post(self, request, pk: int) -> Response:
         return super().post(request, pk)

@@ -1,4 +1,4 @@
-"""Run pages (include under "runs/") and the run API (`api_urlpatterns`, added to /api/)."""
+"""Run pages (included under "runs/") and the run API (`api_urlpatterns`: /api/v1/runs/...)."""
 
 from django.urls import path
 
@@ -12,9 +12,9 @@ urlpatterns = [
 ]
 
 api_urlpatterns = [
-    path("runs/", run_api.RunListCreateApi.as_view(), name="api_runs"),
-    path("runs/<int:pk>/", run_api.RunDetailApi.as_view(), name="api_run"),
-    path("runs/<int:pk>/start/", run_api.RunStartApi.as_view(), name="api_run_start"),
-    path("runs/<int:pk>/stop/", run_api.RunStopApi.as_view(), name="api_run_stop"),
-    path("runs/<int:pk>/resume/", run_api.RunResumeApi.as_view(), name="api_run_resume"),
+    path("v1/runs/", run_api.RunListCreateApi.as_view(), name="api_runs"),
+    path("v1/runs/<int:pk>/", run_api.RunDetailApi.as_view(), name="api_run"),
+    path("v1/runs/<int:pk>/start/", run_api.RunStartApi.as_view(), name="api_run_start"),
+    path("v1/runs/<int:pk>/stop/", run_api.RunStopApi.as_view(), name="api_run_stop"),
+    path("v1/runs/<int:pk>/resume/", run_api.RunResumeApi.as_view(), name="api_run_resume"),
 ]

@@ -80,6 +80,16 @@ def stop_process(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> Non
         process.wait(timeout=10)
 
 
+@pytest.fixture(autouse=True)
+def empty_redis_queues():
+    """On the scaled setup, tasks left in Redis by an earlier test must not leak into this one."""
+    if settings.REDIS_URL:
+        import redis
+
+        redis.from_url(settings.REDIS_URL).flushdb()
+    yield
+
+
 @pytest.fixture
 def cpu_hardware(db):
     detected = detect("cpu")

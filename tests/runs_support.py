@@ -7,10 +7,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 from django_q.models import OrmQ
 
+from evaluation.models import Evaluation
 from submissions.llm import MOCK_FILE_ENV
-from submissions.models import Model
+from submissions.models import Model, Submission
 from tests.conftest import REPO, process_env, stop_process
 
 MODEL_NAME = "openai/gpt-4o-mini"  # in litellm's local price list, so costs are not zero
@@ -82,6 +84,19 @@ def write_answers(path: Path, answers: dict) -> Path:
     return path
 
 
+def finish_evaluation(submission: Submission, *, verdict: str, error: str = "") -> None:
+    """Store what a runner would, for tests of what follows an evaluation (the flow tests have
+    real runners do it)."""
+    Evaluation.objects.create(
+        submission=submission, hardware=submission.hardware,
+        problem_version=submission.problem_version, verdict=verdict,
+        correct=verdict == "correct", error=error, candidate_median_ms=2.0,
+        reference_median_ms=1.0, speedup=0.5, source_hash=submission.source_hash,
+        finished_at=timezone.now(),
+    )
+    submission.mark_finished(verdict=verdict)
+
+
 def queued_tasks(queue: str) -> list[dict]:
     """Tasks waiting on a django-q2 queue (ORM broker), as django-q2 packs them."""
     return [row.task for row in OrmQ.objects.filter(key=queue).order_by("id")]
@@ -98,7 +113,7 @@ def start_generation_cluster(tmp_path) -> Iterator[Callable[..., subprocess.Pope
     started: list[subprocess.Popen] = []
 
     def start(*, answers: Path, workers: int = 2, **env: str) -> subprocess.Popen:
-        log = open(tmp_path / f"generation-{len(started)}.log", "w")
+        log = open(tmp_path / f"generation-{len(started)}.log", "w")  # noqa: SIM115 (the child writes it)
         process = subprocess.Popen(
             [sys.executable, "manage.py", "qcluster"],
             cwd=REPO,

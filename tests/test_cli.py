@@ -54,7 +54,8 @@ def test_kb_login_refuses_a_bad_token_and_saves_nothing(tmp_path, live_site, sam
 def test_kb_submit_explains_a_refusal_with_the_allowed_values(
     tmp_path, live_site, user, relu_problem, cpu_hardware
 ):
-    assert kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path).returncode == 0
+    login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
+    assert login.returncode == 0, login.stderr
     result = kb("submit", str(KERNELS / "relu_correct.py"), "--level", "1", "--number", "901",
                 "--backend", "torch", "--hardware", "tpu", home=tmp_path)
     assert result.returncode == 1

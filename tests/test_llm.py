@@ -221,3 +221,15 @@ def test_a_step_without_a_canned_answer_fails_clearly(tmp_path, monkeypatch):
     monkeypatch.setenv(llm.MOCK_FILE_ENV, str(path))
     with pytest.raises(llm.LLMFailure, match="no canned answer for level1/2_B"):
         llm.mock_for(model="m", problem="level1/2_B", sample=0, turn=0)
+
+
+def test_a_broken_canned_answers_file_fails_clearly(tmp_path, monkeypatch):
+    path = tmp_path / "answers.json"
+    path.write_text("{not json")
+    monkeypatch.setenv(llm.MOCK_FILE_ENV, str(path))
+    with pytest.raises(llm.LLMFailure, match="Cannot read the canned answers"):
+        llm.mock_for(model="m", problem="level1/1_A", sample=0, turn=0)
+    path.write_text(json.dumps({"*": {"raise": "meteor"}}))
+    pick = llm.mock_for(model="m", problem="level1/1_A", sample=0, turn=0)
+    with pytest.raises(llm.LLMFailure, match="Unknown canned error 'meteor'"):
+        llm.complete(model=MODEL, messages=MESSAGES, temperature=0.0, mock=pick)

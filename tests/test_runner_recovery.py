@@ -9,7 +9,7 @@ from submissions.models import Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source, stop_process, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 # Short leases so a dead runner's claim lapses in seconds rather than a minute.
 FAST_RECOVERY = {"RUNNER_LEASE_SECONDS": "3"}

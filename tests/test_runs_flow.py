@@ -18,10 +18,11 @@ from tests.runs_support import (
     RELU_CORRECT,
     RELU_WRONG,
     SOFTMAX_WRONG,
-    llm_model,  # noqa: F401  (a fixture)
-    start_generation_cluster,  # noqa: F401  (a fixture)
     write_answers,
 )
+
+# Fixtures shared by the run tests: llm_model, start_generation_cluster.
+pytest_plugins = ["tests.runs_support"]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

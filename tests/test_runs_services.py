@@ -5,7 +5,6 @@ whole runs through the real queues.
 """
 
 import pytest
-from django.utils import timezone
 
 from evaluation.models import Evaluation
 from problems.models import Problem, Tag
@@ -16,10 +15,13 @@ from tests.runs_support import (
     NO_CODE,
     RELU_CORRECT,
     RELU_WRONG,
-    llm_model,  # noqa: F401  (a fixture)
+    finish_evaluation,
     queued_tasks,
     write_answers,
 )
+
+# Fixtures shared by the run tests: llm_model, start_generation_cluster.
+pytest_plugins = ["tests.runs_support"]
 
 RELU = "level1/901_Small_ReLU"
 ADD = "level1/904_Small_Add"
@@ -267,18 +269,6 @@ def test_resuming_queues_only_the_steps_not_finished(
 
 
 # ---- refinement --------------------------------------------------------------------------------
-
-
-def finish_evaluation(submission: Submission, *, verdict: str, error: str = "") -> None:
-    """What a runner stores (tests/test_runs_flow.py has real runners do it)."""
-    Evaluation.objects.create(
-        submission=submission, hardware=submission.hardware,
-        problem_version=submission.problem_version, verdict=verdict,
-        correct=verdict == "correct", error=error, candidate_median_ms=2.0,
-        reference_median_ms=1.0, speedup=0.5, source_hash=submission.source_hash,
-        finished_at=timezone.now(),
-    )
-    submission.mark_finished(verdict=verdict)
 
 
 def test_a_refinement_turn_waits_for_the_evaluation_and_carries_its_feedback(

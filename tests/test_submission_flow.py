@@ -13,7 +13,7 @@ from kbsite.asgi import application
 from submissions.models import Submission
 from tests.conftest import kernel_source, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 
 def submit_through_form(client: Client, *, problem, source: str) -> Submission:

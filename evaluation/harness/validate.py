@@ -125,8 +125,7 @@ def _positions(outputs: Any) -> list:
 
 def _scan(tensor: Any, step) -> bool:
     """True when `step(chunk)` is true for every chunk of the flattened tensor."""
-    flat = tensor.detach().reshape(-1)
-    return all(step(flat[start:start + _CHUNK]) for start in range(0, flat.numel(), _CHUNK))
+    return all(step(chunk) for chunk in _chunks(tensor))
 
 
 def _fits_constant(tensors: list, value: float, atol: float, rtol: float) -> bool:
@@ -143,14 +142,24 @@ def _fits_constant(tensors: list, value: float, atol: float, rtol: float) -> boo
     return all(_scan(t, step) for t in tensors)
 
 
+def _chunks(tensor: Any):
+    flat = tensor.detach().reshape(-1)
+    for start in range(0, flat.numel(), _CHUNK):
+        yield flat[start:start + _CHUNK]
+
+
 def _value_range(tensors: list) -> tuple[float, float]:
-    low = min(float(t.min()) for t in tensors if t.numel())
-    high = max(float(t.max()) for t in tensors if t.numel())
-    return low, high
+    lows, highs = [], []
+    for t in tensors:
+        for chunk in _chunks(t):
+            low, high = chunk.aminmax()
+            lows.append(float(low))
+            highs.append(float(high))
+    return min(lows), max(highs)
 
 
 def _max_abs(tensors: list) -> float:
-    return max((float(t.detach().abs().max()) for t in tensors if t.numel()), default=0.0)
+    return max((float(c.abs().max()) for t in tensors for c in _chunks(t)), default=0.0)
 
 
 def _nonfinite(outputs: Any) -> tuple[int, int]:

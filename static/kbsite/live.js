@@ -73,30 +73,8 @@
     });
   }
 
-  function renderBoard(table, message) {
-    if (!message || message.type !== "board") { return; }
-    var body = table.tBodies[0];
-    body.textContent = "";
-    if (!message.rows.length) {
-      var empty = body.insertRow(); var cell = empty.insertCell();
-      cell.colSpan = 9; cell.textContent = "No correct kernels yet.";
-      return;
-    }
-    message.rows.forEach(function (r) {
-      var tr = body.insertRow();
-      tr.dataset.submission = r.submission_id;
-      [r.rank, r.participant, fmtMs(r.candidate_ms), fmtX(r.speedup), fmtX(r.speedup_eager),
-       fmtX(r.speedup_compile), r.backend, r.precision, (r.date || "").slice(0, 10)]
-        .forEach(function (value) { tr.insertCell().textContent = value; });
-    });
-  }
-
   document.addEventListener("DOMContentLoaded", function () {
     var section = document.getElementById("live-status");
     if (section) { startSubmission(section); }
-    var board = document.getElementById("board");
-    if (board && board.dataset.wsPath) {
-      connect(board.dataset.wsPath, function (m) { renderBoard(board, m); }, function () {});
-    }
   });
 })();
