@@ -228,6 +228,14 @@ SPECTACULAR_SETTINGS = {
 SUBMISSION_MAX_BYTES = env_int("SUBMISSION_MAX_BYTES", 256 * 1024)
 BUILD_CACHE_DIR = Path(env("BUILD_CACHE_DIR", str(VAR_DIR / "build-cache")))
 
+# Model runs (litellm): retries with backoff for rate limits and provider errors. The
+# generation queue's worker count (GENERATION_WORKERS) caps concurrent calls to providers.
+LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 5)
+LLM_RETRY_BASE_SECONDS = float(env("LLM_RETRY_BASE_SECONDS", "2"))
+LLM_RETRY_MAX_SECONDS = float(env("LLM_RETRY_MAX_SECONDS", "60"))
+LLM_REQUEST_TIMEOUT = float(env("LLM_REQUEST_TIMEOUT", "300"))
+RUN_WATCH_SECONDS = float(env("RUN_WATCH_SECONDS", "2"))
+
 # Runners
 RUNNER_HEARTBEAT_SECONDS = env_int("RUNNER_HEARTBEAT_SECONDS", 5)
 RUNNER_OFFLINE_AFTER_SECONDS = env_int("RUNNER_OFFLINE_AFTER_SECONDS", 30)
@@ -252,5 +260,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "LiteLLM": {"level": "WARNING"},  # it logs every call at INFO
+    },
 }

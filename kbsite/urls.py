@@ -13,5 +13,6 @@ urlpatterns = [
     path("hardware/", include("evaluation.urls")),
     path("submissions/", include("submissions.urls")),
     path("leaderboard/", include("leaderboard.urls")),
+    path("runs/", include("submissions.run_urls")),
     path("api/", include("submissions.api_urls")),
 ]

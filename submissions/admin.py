@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from submissions.models import ApiToken, Generation, Model, Run, Submission
+from submissions.run_admin import RUN_ACTIONS
 
 
 @admin.register(Model)
@@ -14,6 +15,7 @@ class RunAdmin(admin.ModelAdmin):
     list_display = ["name", "model", "hardware", "backend", "status", "created_at"]
     list_filter = ["status", "model", "hardware"]
     filter_horizontal = ["problems"]
+    actions = RUN_ACTIONS
 
 
 @admin.register(Submission)

@@ -67,3 +67,19 @@ def test_the_check_fails_an_answer_that_breaks_the_schema():
     unknown = JsonResponse({})
     with pytest.raises(AssertionError, match="not in the OpenAPI schema"):
         check_against_schema("GET", "/api/v1/nowhere/", unknown)
+
+
+def test_with_the_sidecar_the_docs_page_is_swagger_ui_from_local_static_files(
+    settings, monkeypatch
+):
+    from drf_spectacular.settings import spectacular_settings
+
+    settings.INSTALLED_APPS = [*settings.INSTALLED_APPS, "drf_spectacular_sidecar"]
+    monkeypatch.setattr(spectacular_settings, "SWAGGER_UI_DIST", "SIDECAR")
+    monkeypatch.setattr(spectacular_settings, "SWAGGER_UI_FAVICON_HREF", "SIDECAR")
+    response = Client().get("/api/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert [a for a in assets if re.match(r"^(https?:)?//", a)] == []

@@ -18,7 +18,7 @@ from problems.services import samples_load
 
 
 class Command(BaseCommand):
-    help = "Migrate, load sample problems, register the cpu hardware, start web and runner."
+    help = "Migrate, load samples, register cpu, start the web server, a runner and LLM workers."
 
     def handle(self, *args, **options) -> None:
         port = os.environ.get("PORT", "8000")
@@ -38,6 +38,16 @@ class Command(BaseCommand):
             subprocess.Popen(
                 [sys.executable, "manage.py", "runner", "--hardware", "cpu"],
                 cwd=settings.BASE_DIR,
+            ),
+            # Model runs: its worker count caps concurrent calls to LLM providers.
+            subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=settings.BASE_DIR,
+                env={
+                    **os.environ,
+                    "Q_CLUSTER_NAME": "generation",
+                    "Q_WORKERS": os.environ.get("GENERATION_WORKERS", "2"),
+                },
             ),
         ]
         self.stdout.write(
