@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc assets from the installed package
     "channels",
     "django_q",
     "kbsite",
@@ -197,6 +198,13 @@ else:
 # Q_CLUSTER_NAME other than the default one.
 Q_CLUSTER["ALT_CLUSTERS"] = {}
 
+# Throttle counters live in the cache: shared through Redis when there is one.
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -213,6 +221,7 @@ LIVE_RELAY_INTERVAL = float(env("LIVE_RELAY_INTERVAL", "0.25"))
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "submissions.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
@@ -222,6 +231,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit GPU kernels for KernelBench-style problems and read their evaluations.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Submissions

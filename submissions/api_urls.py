@@ -3,7 +3,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from submissions import api, events, views
+from submissions import api, events, run_urls, views
 
 urlpatterns = [
     path("v1/problems/", api.ProblemListApi.as_view(), name="api_problems"),
@@ -26,6 +26,8 @@ urlpatterns = [
         name="api_submission_events",
     ),
     path("v1/leaderboard/", include("leaderboard.api_urls")),
+    # Model runs (/api/v1/runs/...), defined with the run pages.
+    path("", include(run_urls.api_urlpatterns)),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", views.api_docs, name="api_docs"),
 ]

@@ -241,6 +241,22 @@ def test_it_throttles_a_user_with_429_and_retry_after(api, ready, settings):
     assert other.status_code == 202
 
 
+def test_a_browser_session_must_send_the_csrf_token(ready, user):
+    session = SchemaCheckedClient(enforce_csrf_checks=True)
+    session.force_login(user)
+    response = post(session, payload())
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["detail"]
+    assert nothing_stored()
+
+
+def test_it_rejects_an_overlong_idempotency_key(api, ready):
+    response = post(api, payload(), HTTP_IDEMPOTENCY_KEY="k" * 191)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_idempotency_key"
+    assert nothing_stored()
+
+
 def test_it_refuses_a_retired_problem_with_409(api, ready):
     ready.retire()
     response = post(api, payload())
