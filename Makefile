@@ -4,6 +4,7 @@
 #   make test         the test suite on the embedded default (SQLite, ORM broker); PYTEST_ARGS="..."
 #   make lint         ruff
 #   make scaled       local PostgreSQL + Redis (Debian packages), then web + runner against them
+#   make scaled-runner  one more runner on them (HARDWARE=cpu); make scaled-stop stops them
 #   make test-scaled  the scaled/integration tests against local PostgreSQL + Redis
 #   make lock         regenerate requirements/lock.txt (with hashes) from pyproject.toml
 #   make gpu-wheels   download into .whl/ the wheels the runner needs on a GPU host
@@ -24,11 +25,11 @@ SCALED_MARKERS := scaled or integration
 
 # run_embedded reads PORT from the environment (default 8000): `PORT=9000 make run`.
 
-.PHONY: help run test lint format scaled test-scaled services venv system-deps lock gpu-wheels \
-	clean
+.PHONY: help run test lint format scaled scaled-runner scaled-stop test-scaled services venv \
+	system-deps lock gpu-wheels clean
 
 help:
-	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,11p' Makefile | sed 's/^# \{0,1\}//'
 
 # ---- virtual environment ------------------------------------------------------------------------
 
@@ -78,18 +79,35 @@ format: $(STAMP)
 # ---- scaled setup on one machine: PostgreSQL + Redis from Debian's packages ---------------------
 # scripts/scaled_services.sh installs them when missing, starts them on loopback, creates the
 # kbsite role and database, and prints `export DATABASE_URL=... REDIS_URL=...` lines.
+# docs/deploy.md describes the same processes spread over several hosts.
+
+HARDWARE ?= cpu
+
+# The exports are captured before they are evaluated: `eval "$(failing command)"` succeeds on
+# empty output, and the tests would then pass on SQLite while claiming the scaled setup.
+define scaled_env
+envs=$$(scripts/scaled_services.sh start) || exit 1; eval "$$envs"; \
+[[ $$DATABASE_URL == postgres://* && $$REDIS_URL == redis://* ]] \
+	|| { echo "make: scaled_services.sh gave no DATABASE_URL/REDIS_URL" >&2; exit 1; }; \
+echo "scaled setup: DATABASE_URL=$$DATABASE_URL REDIS_URL=$$REDIS_URL";
+endef
 
 services:
 	@scripts/scaled_services.sh start
 
+# Web (daphne), a cpu runner and the generation queue, as `make run` but on PostgreSQL + Redis.
 scaled: $(STAMP)
-	@eval "$$(scripts/scaled_services.sh start)" && echo "DATABASE_URL=$$DATABASE_URL REDIS_URL=$$REDIS_URL" \
-		&& $(PY) manage.py run_embedded
+	@$(scaled_env) exec $(PY) manage.py run_embedded
+
+# Another runner sharing the same database and broker (run it in a second terminal).
+scaled-runner: $(STAMP)
+	@$(scaled_env) exec $(PY) manage.py runner --hardware $(HARDWARE)
+
+scaled-stop:
+	@scripts/scaled_services.sh stop
 
 test-scaled: $(STAMP) system-deps
-	@eval "$$(scripts/scaled_services.sh start)" \
-		&& echo "DATABASE_URL=$$DATABASE_URL REDIS_URL=$$REDIS_URL" \
-		&& $(call run_pytest,-m "$(SCALED_MARKERS)" $(PYTEST_ARGS))
+	@$(scaled_env) $(call run_pytest,-m "$(SCALED_MARKERS)" $(PYTEST_ARGS))
 
 # ---- maintenance --------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ PACKAGES=(
     django asgiref sqlparse
     django-q2 django-picklefield
     # REST API and its schema
-    djangorestframework drf-spectacular uritemplate inflection
+    djangorestframework drf-spectacular drf-spectacular-sidecar uritemplate inflection
     jsonschema jsonschema-specifications referencing rpds-py
     # Channels (the runner publishes events) and the scaled setup's clients
     channels channels-redis redis

@@ -69,6 +69,7 @@ def main() -> int:
     parser.add_argument("--cpu", action="store_true", help="use the sample problems on the CPU")
     parser.add_argument("--devices", default="", help="GPUs for the runner (default: all)")
     parser.add_argument("--copies", type=int, default=1, help="submit the whole set N times")
+    parser.add_argument("--quick", action="store_true", help="only the ReLU kernels and faults")
     parser.add_argument("--time-limit", default="120")
     parser.add_argument("--timeout", type=float, default=1500)
     args = parser.parse_args()
@@ -103,7 +104,7 @@ def main() -> int:
     hardware = hardware_register(slug=slug, **detected)
     user = get_user_model().objects.create_user("checker")
     problems_root = SAMPLES_DIR if args.cpu else Path(args.kernelbench)
-    plan = (CPU_SET if args.cpu else GPU_SET) * args.copies
+    plan = (CPU_SET if args.cpu else GPU_SET[:8] if args.quick else GPU_SET) * args.copies
 
     submissions = []
     problems = {}
@@ -148,11 +149,16 @@ def main() -> int:
             left = Submission.objects.filter(pk__in=ids).exclude(status="finished").count()
             if not left:
                 break
+            if runner.poll() is not None:
+                print(f"the runner exited with status {runner.returncode}; see {var}/runner.log")
+                print((var / "runner.log").read_text()[-3000:])
+                break
             time.sleep(1)
     finally:
         wall = time.monotonic() - started
-        runner.terminate()
-        runner.wait(timeout=60)
+        if runner.poll() is None:
+            runner.terminate()
+            runner.wait(timeout=60)
 
     print(f"\nhardware {hardware.slug}: {hardware.name}, {hardware.gpu_count} GPU(s), "
           f"arch {hardware.arch}, torch {hardware.torch_version}, CUDA {hardware.cuda_version}, "

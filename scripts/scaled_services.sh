@@ -77,6 +77,9 @@ start_postgres() {
         log "creating role $USER_"
         # CREATEDB: pytest-django creates and drops its test database.
         as_postgres "${psql[@]}" -c "CREATE ROLE \"$USER_\" LOGIN CREATEDB PASSWORD '$PASSWORD'"
+    else
+        # The role may come from an earlier start with other settings: make the URL we print true.
+        as_postgres "${psql[@]}" -c "ALTER ROLE \"$USER_\" LOGIN CREATEDB PASSWORD '$PASSWORD'"
     fi
     if [[ -z $(as_postgres "${psql[@]}" -c "SELECT 1 FROM pg_database WHERE datname = '$DB'") ]]
     then

@@ -5,6 +5,7 @@ import math
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.db.models import Q
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -20,6 +21,7 @@ from problems.models import Problem
 from submissions import serializers as s
 from submissions.authentication import ApiTokenAuthentication, TokenScopes
 from submissions.models import Submission
+from submissions.quotas import quota_usage
 from submissions.selectors import can_see_logs, hardware_overview, user_submissions
 from submissions.services import (
     BATCH_MAX,
@@ -33,7 +35,16 @@ from submissions.services import (
 from submissions.throttling import ReadThrottle, SubmitThrottle
 
 # How SubmissionError codes answer over HTTP; anything else is a plain 400.
-ERROR_STATUS = {"too_large": 413, "retired": 409, "forbidden": 403}
+ERROR_STATUS = {
+    "too_large": 413,
+    "retired": 409,
+    "forbidden": 403,
+    "quota_queued": 429,
+    "quota_gpu_seconds": 429,
+}
+# A locked or unreachable database: the client should retry after this many seconds (with its
+# Idempotency-Key, so a request that did get through is not stored twice).
+DATABASE_RETRY_AFTER = 5
 
 # JSON may escape every character of the source as \uXXXX (6 bytes), plus the other fields.
 BODY_SLACK = 64 * 1024
@@ -52,14 +63,34 @@ def error_body(detail: str, code: str, **extra) -> dict:
 
 
 def submission_error_response(error: SubmissionError) -> Response:
+    headers = {}
+    if error.retry_after:
+        headers["Retry-After"] = str(error.retry_after)
     return Response(
-        error_body(error.message, error.code, allowed=error.allowed),
+        error_body(error.message, error.code, allowed=error.allowed, retry_after=error.retry_after),
         status=ERROR_STATUS.get(error.code, 400),
+        headers=headers,
+    )
+
+
+def database_unavailable_body() -> dict:
+    return error_body(
+        "The database is busy or unreachable; nothing was changed. Retry in a few seconds "
+        "(with the same Idempotency-Key when submitting).",
+        "database_unavailable",
+        retry_after=DATABASE_RETRY_AFTER,
     )
 
 
 def api_exception_handler(exc, context) -> Response | None:
     """Every API error has one shape: {detail, code[, allowed, errors, retry_after]}."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        set_rollback()
+        return Response(
+            database_unavailable_body(),
+            status=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -116,7 +147,12 @@ class BodyTooLarge(exceptions.APIException):
 ERRORS = {
     401: OpenApiResponse(s.ApiErrorSerializer, description="No or a bad token."),
     403: OpenApiResponse(s.ApiErrorSerializer, description="The token lacks the scope."),
-    429: OpenApiResponse(s.ApiErrorSerializer, description="Throttled; see Retry-After."),
+    429: OpenApiResponse(
+        s.ApiErrorSerializer, description="Throttled or over a quota; see Retry-After."
+    ),
+    503: OpenApiResponse(
+        s.ApiErrorSerializer, description="The database is busy; retry after Retry-After."
+    ),
 }
 NOT_FOUND = {404: OpenApiResponse(s.ApiErrorSerializer, description="No such object.")}
 BAD_REQUEST = {400: OpenApiResponse(s.ApiErrorSerializer, description="Invalid input.")}
@@ -353,3 +389,28 @@ class SubmissionDetailApi(ApiMixin, APIView):
         )
         serializer = s.SubmissionSerializer(data, context={"show_logs": show_logs})
         return Response(serializer.data)
+
+
+class QuotaApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="quota_retrieve",
+        responses={200: s.QuotaSerializer, **ERRORS},
+        description="Your quotas and how much of them you use: submissions waiting or running "
+        "at once, and evaluation seconds per UTC day. Over a quota, a submission is answered "
+        "429 with the code quota_queued or quota_gpu_seconds.",
+    )
+    def get(self, request) -> Response:
+        usage = quota_usage(user=request.user)
+        data = {
+            "exempt": usage.exempt,
+            "queued": usage.queued,
+            "max_queued": usage.max_queued,
+            "queued_left": usage.queued_left,
+            "gpu_seconds": usage.gpu_seconds,
+            "gpu_seconds_per_day": usage.gpu_seconds_per_day,
+            "gpu_seconds_left": usage.gpu_seconds_left,
+            "resets_at": usage.resets_at,
+        }
+        return Response(s.QuotaSerializer(data).data)

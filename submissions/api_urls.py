@@ -25,6 +25,7 @@ urlpatterns = [
         events.submission_events,
         name="api_submission_events",
     ),
+    path("v1/quota/", api.QuotaApi.as_view(), name="api_quota"),
     path("v1/leaderboard/", include("leaderboard.api_urls")),
     # Model runs (/api/v1/runs/...), defined with the run pages.
     path("", include(run_urls.api_urlpatterns)),

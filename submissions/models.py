@@ -121,6 +121,9 @@ class Submission(models.Model):
     progress = models.JSONField(default=dict, blank=True)  # last phase / trial event
     idempotency_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # When its evaluation task reached the broker. Null on a queued submission means the enqueue
+    # after the commit failed (database locked, broker down): a sweep queues it again.
+    enqueued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

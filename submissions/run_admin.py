@@ -5,15 +5,18 @@ Hooked into RunAdmin in submissions/admin.py with `actions = RUN_ACTIONS`.
 
 from django.contrib import admin, messages
 
-from submissions.runs import RunError, run_resume, run_start, run_stop
 
+def _apply(modeladmin, request, queryset, service_name: str, verb: str) -> None:
+    # Imported here: the admin module loads in every process (runners too), and litellm, which
+    # run services need, is not installed on GPU runner hosts.
+    from submissions import runs
 
-def _apply(modeladmin, request, queryset, service, verb: str) -> None:
+    service = getattr(runs, service_name)
     done = 0
     for run in queryset:
         try:
             service(run=run)
-        except RunError as error:
+        except runs.RunError as error:
             modeladmin.message_user(request, error.message, level=messages.WARNING)
         else:
             done += 1
@@ -23,17 +26,17 @@ def _apply(modeladmin, request, queryset, service, verb: str) -> None:
 
 @admin.action(description="Start the selected runs")
 def start_runs(modeladmin, request, queryset) -> None:
-    _apply(modeladmin, request, queryset, run_start, "started")
+    _apply(modeladmin, request, queryset, "run_start", "started")
 
 
 @admin.action(description="Stop the selected runs")
 def stop_runs(modeladmin, request, queryset) -> None:
-    _apply(modeladmin, request, queryset, run_stop, "stopped")
+    _apply(modeladmin, request, queryset, "run_stop", "stopped")
 
 
 @admin.action(description="Resume the selected runs (finished steps are kept)")
 def resume_runs(modeladmin, request, queryset) -> None:
-    _apply(modeladmin, request, queryset, run_resume, "resumed")
+    _apply(modeladmin, request, queryset, "run_resume", "resumed")
 
 
 RUN_ACTIONS = [start_runs, stop_runs, resume_runs]

@@ -13,12 +13,15 @@ where it was: a step that is done, had no code, or failed is never asked again.
   task on the same queue looks for such samples while the run is running.
 """
 
+from __future__ import annotations
+
 import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -28,7 +31,6 @@ from django_q.tasks import async_task
 
 from evaluation.models import Evaluation, Hardware
 from problems.models import Problem, Tag
-from submissions import llm
 from submissions.models import Generation, Model, Run, Submission
 from submissions.services import (
     PRECISIONS,
@@ -36,6 +38,18 @@ from submissions.services import (
     decode_source,
     submission_create,
 )
+
+if TYPE_CHECKING:
+    from submissions import llm
+
+
+def _llm():
+    """The LLM module, imported on first use: litellm is installed where models are called
+    (web and generation workers), not on GPU runner hosts, which load this module's URLs."""
+    from submissions import llm
+
+    return llm
+
 
 GENERATION_QUEUE = "generation"
 MAX_SAMPLES = 100
@@ -350,7 +364,7 @@ def step_messages(generation: Generation) -> list[dict]:
     messages = [
         {
             "role": "user",
-            "content": llm.build_prompt(
+            "content": _llm().build_prompt(
                 reference_source=generation.problem.source,
                 backend=run.backend,
                 prompt_style=run.prompt_style,
@@ -366,7 +380,7 @@ def step_messages(generation: Generation) -> list[dict]:
     for previous in earlier.order_by("turn"):
         messages.append({"role": "assistant", "content": previous.response or "(no answer)"})
         submission = previous.submission
-        feedback = llm.feedback_message(
+        feedback = _llm().feedback_message(
             evaluation=_evaluation_feedback(submission.latest_evaluation if submission else None),
             had_code=submission is not None,
         )
@@ -400,21 +414,21 @@ def generation_step(*, generation_id: int, attempts: int) -> str:
     # The claim: only the copy of this task that saw these attempts goes on to call the model.
     claimed = Generation.objects.filter(
         pk=generation.pk, status=Generation.Status.PENDING, attempts=attempts
-    ).update(attempts=attempts + 1, prompt=llm.render_messages(messages))
+    ).update(attempts=attempts + 1, prompt=_llm().render_messages(messages))
     if not claimed:
         return "not claimed"
 
     model = run.model
     answer: llm.Answer | None = None
     try:
-        mock = llm.mock_for(
+        mock = _llm().mock_for(
             model=model.litellm_name,
             problem=generation.problem.slug,
             sample=generation.sample_index,
             turn=generation.turn,
         )
-        answer = llm.complete(
-            model=llm.ModelSettings(
+        answer = _llm().complete(
+            model=_llm().ModelSettings(
                 litellm_name=model.litellm_name,
                 api_key_env=model.api_key_env,
                 api_base_env=model.api_base_env,
@@ -424,7 +438,7 @@ def generation_step(*, generation_id: int, attempts: int) -> str:
             mock=mock,
             deadline=_deadline(),
         )
-    except llm.LLMFailure as failure:
+    except _llm().LLMFailure as failure:
         _store_failure(generation, failure)
     else:
         _store_answer(generation, answer)
@@ -445,7 +459,7 @@ def _store_failure(generation: Generation, failure: llm.LLMFailure) -> None:
 
 def _store_answer(generation: Generation, answer: llm.Answer) -> None:
     run = generation.run
-    code = llm.extract_code(answer.text)
+    code = _llm().extract_code(answer.text)
     with transaction.atomic():
         won = Generation.objects.filter(pk=generation.pk, status=Generation.Status.PENDING).update(
             status=Generation.Status.DONE if code else Generation.Status.NO_CODE,

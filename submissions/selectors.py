@@ -1,9 +1,29 @@
 """Read-side helpers shared by pages, the API and live events."""
 
+from django.conf import settings
 from django.db.models import Count, Q
 
+from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Hardware, Runner
 from submissions.models import Submission
+
+# Characters of one log field shown on a page or in the API (head and tail, with a marker).
+DEFAULT_LOG_DISPLAY_CHARS = 64 * 1024
+LOG_FIELDS = ("error", "compile_log", "traceback", "logs")
+
+
+def display_log(text: str | None) -> str:
+    """A stored log made fit to show: terminal escapes and control characters stripped, cut to
+    LOG_DISPLAY_MAX_CHARS with a marker. Escaping for HTML is the template's job."""
+    limit = int(getattr(settings, "LOG_DISPLAY_MAX_CHARS", DEFAULT_LOG_DISPLAY_CHARS))
+    return truncate(clean_text(text or ""), limit)
+
+
+def evaluation_logs(evaluation) -> dict[str, str]:
+    """The evaluation's error and logs as display_log shows them."""
+    if evaluation is None:
+        return {}
+    return {field: display_log(getattr(evaluation, field)) for field in LOG_FIELDS}
 
 
 def queue_position(submission: Submission) -> int | None:
@@ -31,7 +51,7 @@ def evaluation_summary(evaluation) -> dict | None:
         "speedup_eager": evaluation.speedup_eager,
         "speedup_compile": evaluation.speedup_compile,
         "flags": evaluation.flags,
-        "error": evaluation.error,
+        "error": display_log(evaluation.error),
     }
 
 

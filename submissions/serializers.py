@@ -7,7 +7,7 @@ from rest_framework import serializers
 from evaluation.models import Evaluation
 from problems.models import Problem
 from submissions.models import Submission
-from submissions.selectors import queue_position
+from submissions.selectors import LOG_FIELDS, display_log, queue_position
 from submissions.services import BATCH_MAX, PRECISIONS
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -219,6 +219,8 @@ class EvaluationSerializer(serializers.Serializer):
 
     def to_representation(self, evaluation):
         data = super().to_representation(evaluation)
+        for field in LOG_FIELDS:
+            data[field] = display_log(data[field])
         if not self.context.get("show_logs"):
             for field in ("compile_log", "traceback", "logs", "seeds"):
                 data[field] = None
@@ -281,6 +283,17 @@ class SubmissionListItemSerializer(serializers.Serializer):
         )
 
 
+class QuotaSerializer(serializers.Serializer):
+    exempt = serializers.BooleanField(help_text="Staff have no quotas.")
+    queued = serializers.IntegerField(help_text="Your submissions waiting or running now.")
+    max_queued = serializers.IntegerField(help_text="At most this many at once; 0: no limit.")
+    queued_left = serializers.IntegerField(allow_null=True)
+    gpu_seconds = serializers.FloatField(help_text="Evaluation seconds used today (UTC).")
+    gpu_seconds_per_day = serializers.IntegerField(help_text="The daily budget; 0: no limit.")
+    gpu_seconds_left = serializers.FloatField(allow_null=True)
+    resets_at = serializers.DateTimeField(help_text="When today's evaluation seconds reset.")
+
+
 def submission_data(request, submission: Submission, *, show_code: bool, show_logs: bool) -> dict:
     """The API's view of one submission; the verdict's numbers come from its last evaluation."""
     evaluation = submission.latest_evaluation
@@ -302,7 +315,7 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "reference_ms": evaluation.reference_median_ms if evaluation else None,
         "speedup": evaluation.speedup if evaluation else None,
         "flags": evaluation.flags if evaluation else [],
-        "error": (evaluation.error or None) if evaluation else None,
+        "error": (display_log(evaluation.error) or None) if evaluation else None,
         "queue_position": position,
         "progress": submission.progress or {},
         "attempts": submission.attempts,

@@ -1,7 +1,13 @@
 """Submission workflows: the HTML view, the REST API, the CLI and model runs all call these."""
 
+import logging
+import re
+import time
+from datetime import timedelta
+
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -9,7 +15,10 @@ from evaluation.models import Hardware
 from kbsite.live import publish, submission_group
 from problems.models import Problem, source_hash
 from submissions.models import ApiToken, Model, Run, Submission
+from submissions.quotas import QuotaExceeded, quota_check
 from submissions.selectors import submission_status_payload
+
+log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 BATCH_MAX = 100
@@ -17,16 +26,40 @@ IDEMPOTENCY_KEY_MAX = 190  # the column holds 200; a batch appends ":<index>" to
 # last_used_at is written at most this often per token, so a busy agent's every request does
 # not turn into a database write.
 TOKEN_TOUCH_SECONDS = 60
+# Handing a task to the broker is retried this many times (a locked database, a Redis blip)
+# before the submission is left to the sweep for unqueued submissions.
+ENQUEUE_ATTEMPTS = 3
+# A queued submission whose task never reached the broker is queued again after this long.
+UNQUEUED_GRACE_SECONDS = 60
 
 
 class SubmissionError(Exception):
     """A submission that cannot be accepted; `code` says why, for HTTP status mapping."""
 
-    def __init__(self, message: str, *, code: str, allowed: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        allowed: list[str] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
-        self.code = code  # too_large, not_utf8, unknown_problem, unknown_backend, ...
+        self.code = code  # too_large, not_utf8, unknown_problem, quota_queued, ...
         self.allowed = allowed
+        self.retry_after = retry_after  # seconds, for the quota errors
+
+
+_FILENAME_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def clean_filename(name: str) -> str:
+    """An uploaded file's name without control characters (newlines, terminal escapes).
+
+    It is kept otherwise as sent: pages escape it, and download headers quote it.
+    """
+    return _FILENAME_CONTROL.sub("", name or "").strip()[:255]
 
 
 def decode_source(raw: bytes) -> str:
@@ -95,6 +128,24 @@ def _check_choices(*, problem: Problem, backend: str, hardware: Hardware, precis
         )
 
 
+def _check_quota(user, *, adding: int) -> None:
+    try:
+        quota_check(user=user, adding=adding)
+    except QuotaExceeded as error:
+        raise SubmissionError(
+            error.message, code=error.code, retry_after=error.retry_after
+        ) from None
+
+
+def _lock_user(user) -> None:
+    """Serialize one user's concurrent submissions so that the quota check holds.
+
+    PostgreSQL locks the user's row; SQLite ignores FOR UPDATE, but its transactions here begin
+    IMMEDIATE and so are serialized already.
+    """
+    list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+
+
 def submission_create(
     *,
     user,
@@ -111,7 +162,9 @@ def submission_create(
 ) -> Submission:
     """Validate and store a submission, then queue its evaluation once the row is committed.
 
-    With an idempotency key, a retried request returns the submission made by the first one.
+    With an idempotency key, a retried request returns the submission made by the first one
+    (quotas are not counted again for it). Over a quota, SubmissionError with a quota_* code.
+    A locked or unreachable database raises DatabaseError with nothing stored.
     """
     _check_source(source)
     _check_choices(problem=problem, backend=backend, hardware=hardware, precision=precision)
@@ -122,6 +175,9 @@ def submission_create(
             return existing
     try:
         with transaction.atomic():
+            if user is not None:
+                _lock_user(user)
+                _check_quota(user, adding=1)
             submission = Submission.objects.create(
                 user=user,
                 model=model,
@@ -134,14 +190,14 @@ def submission_create(
                 precision=precision,
                 source=source,
                 source_hash=source_hash(source),
-                filename=filename[:255],
+                filename=clean_filename(filename),
                 idempotency_key=idempotency_key if user is not None else "",
             )
-            transaction.on_commit(lambda: enqueue_evaluation(submission))
-            publish(
-                submission_group(submission.pk),
-                {"type": "status", **submission_status_payload(submission)},
-            )
+            # Both after the commit, and neither may raise there: the submission is stored,
+            # so the request must not fail (a client retrying without a key would duplicate
+            # it), and one failing callback would skip the next ones of a batch.
+            transaction.on_commit(lambda: enqueue_evaluation(submission), robust=True)
+            transaction.on_commit(lambda: _publish_created(submission), robust=True)
     except IntegrityError:
         # Two requests with one idempotency key raced; the other one's row is the answer.
         existing = Submission.objects.filter(user=user, idempotency_key=idempotency_key).first()
@@ -282,6 +338,9 @@ def submission_create_batch(
             errors.append((index, error))
     if errors:
         raise BatchError(errors)
+    if user is not None and not idempotency_key:
+        # Checked for the whole batch first, for one clear answer; each create checks again.
+        _check_quota(user, adding=len(resolved))
     with transaction.atomic():
         return [
             submission_create(
@@ -334,10 +393,65 @@ def api_token_authenticate(*, key: str) -> ApiToken | None:
     return token
 
 
-def enqueue_evaluation(submission: Submission) -> None:
-    async_task(
-        "gpu_runner.tasks.evaluate",
-        submission.pk,
-        cluster=submission.hardware.queue_name,
-        task_name=f"evaluate-{submission.pk}",
+def _publish_created(submission: Submission) -> None:
+    try:
+        publish(
+            submission_group(submission.pk),
+            {"type": "status", **submission_status_payload(submission)},
+        )
+    except DatabaseError:  # live events are a convenience; the row and its task are what count
+        log.warning("could not publish the creation of submission %s", submission.pk)
+
+
+def enqueue_evaluation(submission: Submission) -> bool:
+    """Hand the evaluation to the hardware's queue; True once the broker has it.
+
+    Never raises: the submission is committed already. When the broker cannot be reached after
+    a few tries, `enqueued_at` stays empty and submission_requeue_unqueued queues it later; a
+    task that arrives twice is harmless, as the runner's claim lets only one evaluate.
+    """
+    for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
+        try:
+            async_task(
+                "gpu_runner.tasks.evaluate",
+                submission.pk,
+                cluster=submission.hardware.queue_name,
+                task_name=f"evaluate-{submission.pk}",
+            )
+            break
+        except Exception:  # DatabaseError on the ORM broker, a connection error on Redis
+            if attempt == ENQUEUE_ATTEMPTS:
+                log.exception(
+                    "could not enqueue submission %s; the sweep will queue it", submission.pk
+                )
+                return False
+            time.sleep(0.5 * 2 ** (attempt - 1))
+    try:
+        Submission.objects.filter(pk=submission.pk, enqueued_at__isnull=True).update(
+            enqueued_at=timezone.now()
+        )
+    except DatabaseError:  # the sweep may queue it once more; the claim keeps that harmless
+        log.warning("submission %s is enqueued but not marked so", submission.pk)
+    return True
+
+
+def submission_requeue_unqueued(
+    *, hardware_slug: str, older_than_seconds: int = UNQUEUED_GRACE_SECONDS, limit: int = 500
+) -> int:
+    """Queue again the queued submissions whose task never reached the broker.
+
+    Runners call it in their heartbeat loop, next to requeue_abandoned; it returns how many
+    it queued.
+    """
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    stranded = (
+        Submission.objects.filter(
+            hardware__slug=hardware_slug,
+            status=Submission.Status.QUEUED,
+            enqueued_at__isnull=True,
+            created_at__lt=cutoff,
+        )
+        .select_related("hardware")
+        .order_by("created_at")[:limit]
     )
+    return sum(1 for submission in stranded if enqueue_evaluation(submission))

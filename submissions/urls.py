@@ -7,5 +7,6 @@ urlpatterns = [
     path("new/", views.submission_new, name="submission_new"),
     path("<int:pk>/", views.submission_detail, name="submission_detail"),
     path("<int:pk>/evaluation/", views.submission_evaluation, name="submission_evaluation"),
+    path("<int:pk>/source/", views.submission_source, name="submission_source"),
     path("<int:pk>/status.json", views.submission_status, name="submission_status"),
 ]

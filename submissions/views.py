@@ -4,29 +4,44 @@ from django.apps import apps
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import content_disposition_header
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
-from drf_spectacular.views import SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from problems.models import Problem
 from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
 from submissions.models import ApiToken, Submission
-from submissions.selectors import can_see_logs, submission_status_payload, user_submissions
+from submissions.quotas import quota_usage
+from submissions.selectors import (
+    can_see_logs,
+    evaluation_logs,
+    submission_status_payload,
+    user_submissions,
+)
 from submissions.services import (
     SubmissionError,
     api_token_create,
     api_token_revoke,
+    clean_filename,
     decode_source,
     submission_create,
 )
 
 # The same answers as the API gives for the same mistakes.
-ERROR_STATUS = {"too_large": 413, "retired": 409, "forbidden": 403}
+ERROR_STATUS = {
+    "too_large": 413,
+    "retired": 409,
+    "forbidden": 403,
+    "quota_queued": 429,
+    "quota_gpu_seconds": 429,
+}
 
 
 def _initial_problem(value: str) -> Problem | None:
@@ -42,6 +57,7 @@ def submission_new(request):
         initial["problem"] = _initial_problem(request.GET["problem"])
     form = SubmissionForm(request.POST or None, request.FILES or None, initial=initial)
     status = 200
+    retry_after = None
     if request.method == "POST":
         status = 400
         if form.is_valid():
@@ -61,15 +77,27 @@ def submission_new(request):
             except SubmissionError as error:
                 form.add_error(None, error.message)
                 status = ERROR_STATUS.get(error.code, 400)
+                retry_after = error.retry_after
             else:
                 return redirect(submission)
-    return render(request, "submissions/new.html", {"form": form}, status=status)
+    response = render(
+        request,
+        "submissions/new.html",
+        {"form": form, "quota": quota_usage(user=request.user)},
+        status=status,
+    )
+    if retry_after:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 def _evaluation_context(request, submission: Submission) -> dict:
+    evaluation = submission.latest_evaluation
     return {
         "submission": submission,
-        "evaluation": submission.latest_evaluation,
+        "evaluation": evaluation,
+        # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.
+        "logs": evaluation_logs(evaluation),
         "show_code": submission.code_visible_to(request.user),
         "show_logs": can_see_logs(submission, request.user),
     }
@@ -90,6 +118,23 @@ def submission_evaluation(request, pk: int):
     return render(
         request, "submissions/_evaluation.html", _evaluation_context(request, submission)
     )
+
+
+@require_GET
+def submission_source(request, pk: int):
+    """The submitted file itself, as a plain-text attachment (never rendered by the browser).
+
+    Owner and admins always; others only when the problem makes code public.
+    """
+    submission = get_object_or_404(Submission.objects.select_related("problem"), pk=pk)
+    if not submission.code_visible_to(request.user):
+        raise PermissionDenied("The code of this submission is not public.")
+    filename = clean_filename(submission.filename) or f"submission-{submission.pk}.py"
+    response = HttpResponse(submission.source, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(True, filename)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 def submission_status(request, pk: int):
@@ -131,7 +176,12 @@ def _profile(request, *, form: TokenForm, new_key: str = "", status: int = 200):
     return render(
         request,
         "accounts/profile.html",
-        {"tokens": tokens, "form": form, "new_key": new_key},
+        {
+            "tokens": tokens,
+            "form": form,
+            "new_key": new_key,
+            "quota": quota_usage(user=request.user),
+        },
         status=status,
     )
 
@@ -176,12 +226,18 @@ def token_revoke(request, pk: int):
 
 def api_docs(request):
     """Swagger UI when its assets come from an installed package (drf-spectacular-sidecar);
-    otherwise a plain page of the operations, rendered here from the same schema."""
+    otherwise a plain page of the operations, rendered here from the same schema.
+
+    The split view serves Swagger's start-up script as a file (?script), and our template drops
+    drf-spectacular's inline <style>, so the page runs under the site's content security policy.
+    """
     if (
         apps.is_installed("drf_spectacular_sidecar")
         and spectacular_settings.SWAGGER_UI_DIST == "SIDECAR"
     ):
-        return SpectacularSwaggerView.as_view(url_name="api_schema")(request)
+        return SpectacularSwaggerSplitView.as_view(
+            url_name="api_schema", template_name="submissions/swagger_ui.html"
+        )(request)
     schema = SchemaGenerator().get_schema(request=None, public=True)
     operations = [
         {"path": path, "method": method.upper(), **operation}

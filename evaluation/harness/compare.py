@@ -83,7 +83,9 @@ def compare_outputs(
         if not isinstance(exp, torch.Tensor):
             # Scalars (rare): compare as numbers.
             if isinstance(act, torch.Tensor) or type(act) is not type(exp):
-                result["reason"] = f"{where}expected a {type(exp).__name__}, got {type(act).__name__}"
+                result["reason"] = (
+                    f"{where}expected a {type(exp).__name__}, got {type(act).__name__}"
+                )
                 return result
             if isinstance(exp, float):
                 if not math.isfinite(act) or abs(act - exp) > atol + rtol * abs(exp):

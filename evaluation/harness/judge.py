@@ -27,12 +27,12 @@ from typing import Any
 
 from . import EVALUATOR_VERSION
 from .errors import short_message, signal_name
-from .process import LogCapture, make_preexec, resolve_limits
+from .process import LogCapture, apply_limits, resolve_limits
 
 REFERENCE_MODULE = "kb_reference"
 
 
-class Verdict(Exception):  # noqa: N818 - a result, not an error
+class Verdict(Exception):
     """Ends the evaluation early with a verdict (raised from deep inside the flow)."""
 
     def __init__(self, verdict: str, error: str, **fields: Any):
@@ -69,13 +69,13 @@ class WorkerHandle:
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "evaluation.harness.worker",
-             "--fds", ",".join(str(f) for f in child_fds), "--device", device],
+             "--fds", ",".join(str(f) for f in child_fds), "--device", device,
+             "--limits", json.dumps(resolve_limits(limits, device != "cpu"))],
             cwd=str(workdir),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=child_fds,
-            preexec_fn=make_preexec(resolve_limits(limits, device != "cpu")),
         )
         os.close(to_worker_r)
         os.close(from_worker_w)
@@ -118,12 +118,14 @@ class WorkerHandle:
             rc = None
         if rc is None:
             self.kill()
-            return Verdict("runtime_error", f"the worker sent a malformed reply during {phase}: {exc}")
+            return Verdict("runtime_error",
+                           f"the worker sent a malformed reply during {phase}: {exc}")
         sig = signal_name(rc)
         if sig:
             hint = " (killed: out of memory or an external limit)" if sig == "SIGKILL" else ""
             return Verdict("runtime_error", f"crashed: {sig} during {phase}{hint}", signal=sig)
-        return Verdict("runtime_error", f"the candidate process exited with status {rc} during {phase}")
+        return Verdict("runtime_error",
+                       f"the candidate process exited with status {rc} during {phase}")
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -234,7 +236,11 @@ class Judge:
 
         from . import environment
         from .loading import (
-            build_model, derive_seed, make_init_inputs, make_inputs, module_from_source,
+            build_model,
+            derive_seed,
+            make_init_inputs,
+            make_inputs,
+            module_from_source,
             source_hash,
         )
 
@@ -258,13 +264,15 @@ class Judge:
         try:
             reference = module_from_source(job["reference_source"], REFERENCE_MODULE)
             init_inputs = make_init_inputs(reference, seeds["init"])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise Verdict("harness_error", f"the reference failed to load: {short_message(exc)}",
                           traceback=traceback.format_exc(limit=-5)) from None
 
         # Worker ready?
         reply, _ = self.worker.request(None, deadline=self.deadline, phase="start")
         self.add_phase_time("worker_start", time.perf_counter() - self.worker.started)
+        if isinstance(reply.get("limits"), dict):
+            self.result["environment"]["worker_rlimits"] = reply["limits"]
 
         # Compile / load the candidate (the worker does it while we build the reference).
         self.phase("compiling")
@@ -276,7 +284,7 @@ class Judge:
         )
         try:
             ref_model = build_model(reference.Model, init_inputs, seeds["init"], device, precision)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise Verdict("harness_error", f"the reference model failed to build: "
                           f"{short_message(exc)}") from None
         reply, _ = self.worker.request(None, deadline=self.deadline, phase="compile")
@@ -446,7 +454,8 @@ def _clean_stats(reply: dict) -> dict:
     out["stopped"] = str(reply.get("stopped"))[:20]
     rel = reply.get("rel_err")
     out["rel_err"] = float(rel) if isinstance(rel, (int, float)) else None
-    out["input_sets"] = reply.get("input_sets") if isinstance(reply.get("input_sets"), int) else None
+    sets = reply.get("input_sets")
+    out["input_sets"] = sets if isinstance(sets, int) else None
     return out
 
 
@@ -478,11 +487,14 @@ def main(argv: list[str] | None = None) -> int:
         pass
     with os.fdopen(args.job_fd, "rb") as f:
         job = json.loads(f.read())
+    limits = job.get("limits") or {}
+    apply_limits({"RLIMIT_CORE": None if limits.get("core_dumps") else 0,
+                  "RLIMIT_NOFILE": limits.get("open_files")})
     events = Events(args.event_fd)
     events.emit({"type": "started"})
     try:
         result = run_mode(job, events, Path.cwd())
-    except Exception as exc:  # noqa: BLE001 - a bug of ours, reported as such
+    except Exception as exc:
         result = {
             "verdict": "harness_error",
             "correct": False,

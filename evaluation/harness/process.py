@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import resource
 import threading
-from collections.abc import Callable
 from typing import IO, Any
 
 from .errors import TRUNCATION_MARKER, clean_text
@@ -40,23 +39,23 @@ def resolve_limits(limits: dict[str, Any], on_gpu: bool) -> dict[str, int | None
     }
 
 
-def make_preexec(rlimits: dict[str, int | None]) -> Callable[[], None]:
-    """A preexec_fn setting the limits in the child (lowering only; errors are ignored so an
-    unprivileged host still runs, with whatever limits it allows)."""
-
-    def preexec() -> None:
-        for name, value in rlimits.items():
-            if value is None:
-                continue
-            res = getattr(resource, name)
-            try:
-                soft, hard = resource.getrlimit(res)
-                new = value if hard == resource.RLIM_INFINITY else min(value, hard)
-                resource.setrlimit(res, (new, new))
-            except (ValueError, OSError):
-                pass
-
-    return preexec
+def apply_limits(rlimits: dict[str, int | None]) -> dict[str, int]:
+    """Set these limits on the calling process (soft and hard, lowering only), and return what
+    was applied. Each process applies its own at start, before it runs anything untrusted: no
+    preexec_fn, which is unsafe when the parent has threads (the runner may)."""
+    applied: dict[str, int] = {}
+    for name, value in rlimits.items():
+        if value is None:
+            continue
+        res = getattr(resource, name)
+        try:
+            _, hard = resource.getrlimit(res)
+            new = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(res, (new, new))
+            applied[name] = new
+        except (ValueError, OSError):
+            pass  # an unprivileged host may refuse; run with what it allows
+    return applied
 
 
 class LogCapture:

@@ -27,7 +27,7 @@ from typing import Any
 from . import EVALUATOR_VERSION
 from .config import JobError, normalize_job
 from .errors import signal_name, truncate
-from .process import LogCapture, make_preexec
+from .process import LogCapture
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -134,6 +134,27 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _kill_tagged(token: str) -> int:
+    """Kill every process whose environment carries this evaluation's token.
+
+    The backstop where no pid namespace is available: a process that left the process group
+    (setsid) survives killpg, but still carries the environment it inherited.
+    """
+    needle = f"KB_EVAL_TOKEN={token}".encode()
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
+
+
 def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dict:
     """Evaluate `job` in a sandboxed process tree; block until done; return the result dict."""
     t_begin = time.monotonic()
@@ -142,7 +163,7 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
         if on_event is not None:
             try:
                 on_event(event)
-            except Exception:  # noqa: BLE001 - a broken listener must not break the evaluation
+            except Exception:
                 pass
 
     emit({"type": "phase", "phase": "starting"})
@@ -171,18 +192,18 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
         ev_r, ev_w = os.pipe()
         cmd = [*prefix, sys.executable, "-m", "evaluation.harness.judge",
                "--job-fd", str(job_r), "--event-fd", str(ev_w)]
-        judge_limits = {"RLIMIT_CORE": 0 if not job["limits"].get("core_dumps") else None,
-                        "RLIMIT_NOFILE": job["limits"].get("open_files")}
+        token = os.urandom(12).hex()
+        env = scrubbed_env(job, workdir)
+        env["KB_EVAL_TOKEN"] = token  # marks every process of this evaluation (see _kill_tagged)
         proc = subprocess.Popen(
             cmd,
             cwd=str(workdir),
-            env=scrubbed_env(job, workdir),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=(job_r, ev_w),
             start_new_session=True,  # its own process group, killed as a whole
-            preexec_fn=make_preexec(judge_limits),
         )
         os.close(job_r)
         os.close(ev_w)
@@ -233,6 +254,8 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
                     break  # the judge has said all; what is left of the tree goes below
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
         _kill_group(proc)
+        if "pid" not in isolation:
+            _kill_tagged(token)
         try:
             rc = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -266,7 +289,7 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
         "pid_namespace": "pid" in isolation,
         "scrubbed_env": True,
         "fresh_workdir": True,
-        "rlimits": {k: v for k, v in job["limits"].items()},
+        "rlimits": dict(job["limits"]),
         "time_limit_s": limit,
     }
     result["environment"] = env

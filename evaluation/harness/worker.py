@@ -138,7 +138,7 @@ class Worker:
         try:
             with capture_fds(log_path):
                 module = module_from_source(source, CANDIDATE_MODULE, Path.cwd() / CANDIDATE_FILE)
-        except BaseException as exc:  # noqa: BLE001 - anything the candidate raises
+        except BaseException as exc:
             reply = self._failure(exc, "compile_error", "compile")
             reply["compile_log"] = _read_log(log_path) + "\n" + reply["error"]
             return reply, None
@@ -163,7 +163,7 @@ class Worker:
             self.model = build_model(
                 cls, init_inputs, header["init_seed"], self.device, header["precision"]
             )
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             reply = self._failure(exc, "runtime_error", "init")
             reply.update({k: v for k, v in facts.items() if k not in reply})
             return reply, None
@@ -182,7 +182,7 @@ class Worker:
             with torch.no_grad():
                 outputs = self.model(*inputs)
             synchronize(self.device)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             return self._failure(exc, "runtime_error", "forward"), None
         # Honest mistakes caught here (the judge checks what it can on its own side too).
         in_ptrs = {t.untyped_storage().data_ptr() for t in iter_tensors(inputs) if t.numel()}
@@ -207,7 +207,7 @@ class Worker:
 
         try:
             stats = time_callable(self.model, input_sets, self.device, **header["timing"])
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             return self._failure(exc, "runtime_error", "timing"), None
         stats["ok"] = True
         stats["pid"] = outer_pid()
@@ -227,15 +227,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fds", required=True, help="rfd,wfd,send_mem,recv_mem")
     parser.add_argument("--device", required=True)
+    parser.add_argument("--limits", default="{}", help="rlimits (JSON), set before candidate code")
     args = parser.parse_args(argv)
     _die_with_parent()
+
+    import json
+
+    from .process import apply_limits
+
+    applied = apply_limits(json.loads(args.limits))
     rfd, wfd, send_mem, recv_mem = (int(x) for x in args.fds.split(","))
 
     from .protocol import Channel, PeerClosed
 
     channel = Channel(rfd, wfd, send_mem, recv_mem, device=args.device)
     worker = Worker(channel, args.device)
-    channel.send({"type": "ready", "pid": outer_pid()})
+    channel.send({"type": "ready", "pid": outer_pid(), "limits": applied})
     while True:
         try:
             header, value = channel.recv()
@@ -248,12 +255,12 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(0)
         try:
             reply, out = worker.handle(header, value)
-        except BaseException as exc:  # noqa: BLE001 - keep answering
+        except BaseException as exc:
             reply, out = {"ok": False, "verdict": "runtime_error", "error": repr(exc)[:2000],
                           "traceback": traceback.format_exc()[-4000:]}, None
         try:
             channel.send(reply, out)
-        except Exception as exc:  # noqa: BLE001 - e.g. an output that is not a tensor
+        except Exception as exc:
             channel.send({"ok": False, "verdict": "incorrect",
                           "error": f"the output cannot be sent to the judge: {exc}"[:2000]})
 

@@ -106,7 +106,8 @@ LINEAR_RELU_EXITS = linear_relu_with("import os\nos._exit(3)")
 LINEAR_RELU_HOARDS = linear_relu_with(
     "blocks = []\nwhile True:\n    blocks.append(bytearray(256 << 20))"
 )
-LINEAR_RELU_SYNTAX_ERROR = LINEAR_RELU_RIGHT.replace("def forward(self, x):", "def forward(self, x)")
+LINEAR_RELU_SYNTAX_ERROR = LINEAR_RELU_RIGHT.replace("def forward(self, x):",
+                                                     "def forward(self, x)")
 LINEAR_RELU_NO_MODELNEW = LINEAR_RELU_RIGHT.replace("class ModelNew", "class SomethingElse")
 
 # Prints a lot (with terminal escapes) and writes garbage to its stdout fd: neither may corrupt
@@ -131,6 +132,20 @@ try:
     print("NET connected")
 except OSError as exc:
     print("NET", type(exc).__name__, getattr(exc, "errno", None))
+return torch.relu(self.linear(x))"""
+)
+
+# Leaves a detached grandchild behind (new session, stdout closed) that reports its host pid.
+LINEAR_RELU_LEAVES_A_PROCESS = linear_relu_with(
+    """import subprocess, sys
+if not getattr(self, "started", False):
+    self.started = True
+    code = ("import os, sys, time; print('CHILD', os.readlink('/proc/self'), flush=True); "
+            "null = os.open(os.devnull, os.O_WRONLY); os.dup2(null, 1); os.dup2(null, 2); "
+            "time.sleep(300)")
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    import time
+    time.sleep(1.0)
 return torch.relu(self.linear(x))"""
 )
 

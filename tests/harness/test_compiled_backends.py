@@ -25,6 +25,7 @@ def test_a_right_cpp_kernel_compiles_and_is_judged_correct(cpp_first_run: dict):
     assert result["compile"]["cache_hit"] is False
     assert result["phases"]["compile"] > 0
     assert result["candidate"]["n"] >= 5 and result["speedup"] > 0
+    assert result["flags"] == []
 
 
 def test_re_evaluating_a_compiled_cpp_kernel_hits_the_cache_and_spends_no_time_compiling(
@@ -36,6 +37,14 @@ def test_re_evaluating_a_compiled_cpp_kernel_hits_the_cache_and_spends_no_time_c
     assert again["compile"]["cache_hit"] is True
     assert again["compile"]["compiled"] is False
     assert again["phases"]["compile"] == 0.0
+
+
+def test_compile_mode_builds_ahead_without_running_the_kernel(cpp_first_run: dict,
+                                                             build_dir: str):
+    result = run_job(make_job(p.RELU, p.CPP_RELU, backend="cpp", build_dir=build_dir,
+                              mode="compile"))
+    assert result["verdict"] == "compiled", result["error"]
+    assert result["trials"] == [] and result["compile"]["cache_hit"] is True
 
 
 def test_a_cpp_kernel_for_another_problem_is_judged_incorrect(cpp_first_run: dict, build_dir: str):

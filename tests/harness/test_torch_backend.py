@@ -31,6 +31,7 @@ def test_it_judges_a_right_kernel_correct_and_times_candidate_and_reference():
         assert set(stats) == {"median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "n"}
         assert stats["n"] >= 5 and stats["min_ms"] <= stats["median_ms"] <= stats["max_ms"]
     assert result["speedup"] == result["reference"]["median_ms"] / result["candidate"]["median_ms"]
+    assert result["flags"] == [], "an honest kernel gets no flag (timing cross-check included)"
     assert result["evaluator_version"] == EVALUATOR_VERSION
     assert result["seeds"]["server"] == 20240611 and len(result["seeds"]["trials"]) == 5
     assert result["environment"]["torch"] and result["environment"]["python"]
@@ -39,7 +40,8 @@ def test_it_judges_a_right_kernel_correct_and_times_candidate_and_reference():
     assert result["pids"] and os.getpid() not in result["pids"]
     phases = [e["phase"] for e in events if e["type"] == "phase"]
     assert phases == ["starting", "compiling", "checking", "timing", "done"]
-    assert [(e["k"], e["n"]) for e in events if e["type"] == "trial"] == [(k, 5) for k in range(1, 6)]
+    trials = [(e["k"], e["n"]) for e in events if e["type"] == "trial"]
+    assert trials == [(k, 5) for k in range(1, 6)]
 
 
 def test_weights_match_because_modelnew_is_built_with_the_same_seed():
@@ -204,3 +206,36 @@ def test_a_broken_reference_is_a_harness_error():
     result = run_job(make_job("this is not python", p.LINEAR_RELU_RIGHT))
     assert result["verdict"] == "harness_error"
     assert "reference" in result["error"]
+
+
+def test_processes_the_candidate_leaves_behind_die_with_the_evaluation():
+    # The kernel starts a detached grandchild (its own session, so outside the process group)
+    # that prints its host pid and sleeps: the pid namespace must take it down with the judge.
+    # (Without a pid namespace, the sandbox finds it by the evaluation's environment token.)
+    result = run_job(make_job(p.LINEAR_RELU, p.LINEAR_RELU_LEAVES_A_PROCESS, n_trials=1))
+    assert result["verdict"] == "correct", result["error"]
+    child_line = next(line for line in _log(result).splitlines() if line.startswith("CHILD"))
+    pid = int(child_line.split()[1])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_the_hard_limit_kills_the_whole_tree_even_when_the_judge_is_stuck():
+    stuck_reference = p.LINEAR_RELU.replace(
+        "def get_inputs():", "def get_inputs():\n    import time\n    time.sleep(1000)"
+    )
+    started = time.monotonic()
+    result = run_job(make_job(stuck_reference, p.LINEAR_RELU_RIGHT, time_limit_s=8))
+    assert result["verdict"] == "timeout"
+    assert "8 s" in result["error"]
+    assert time.monotonic() - started < 8 + 5

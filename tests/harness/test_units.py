@@ -15,7 +15,10 @@ from evaluation.harness.compare import compare_outputs
 from evaluation.harness.config import DEFAULT_TIMING, JobError, normalize_job
 from evaluation.harness.errors import clean_text, is_oom, signal_name, truncate
 from evaluation.harness.loading import (
-    build_model, derive_seed, make_inputs, module_from_source,
+    build_model,
+    derive_seed,
+    make_inputs,
+    module_from_source,
 )
 from evaluation.harness.process import LogCapture, resolve_limits
 from evaluation.harness.protocol import Channel, ProtocolError

@@ -1,5 +1,4 @@
 # diag(A) @ B as a row scaling, C[i, j] = A[i] * B[i, j] (no N x N diagonal matrix is built).
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

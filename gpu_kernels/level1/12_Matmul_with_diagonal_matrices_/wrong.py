@@ -1,5 +1,4 @@
 # SUBTLY WRONG: scales by A[col] instead of A[row] (a transposed index; the shapes agree).
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -34,7 +33,8 @@ torch::Tensor diag_scale(torch::Tensor a, torch::Tensor b) {
 """
 cpp_source = "torch::Tensor diag_scale(torch::Tensor a, torch::Tensor b);"
 
-ext = load_inline(name="kb_diag_scale_wrong", cpp_sources=[cpp_source], cuda_sources=[cuda_source],
+ext = load_inline(name="kb_diag_scale_wrong", cpp_sources=[cpp_source],
+                  cuda_sources=[cuda_source],
                   functions=["diag_scale"], extra_cuda_cflags=["-O3"], verbose=False)
 
 

@@ -1,5 +1,4 @@
 # SUBTLY WRONG: sqrt(2/pi) = 0.79788... truncated to 0.79 (the error peaks near x = 1, ~2e-3).
-import math
 
 import torch
 import torch.nn as nn

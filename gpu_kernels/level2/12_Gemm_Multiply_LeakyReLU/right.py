@@ -1,6 +1,5 @@
 # GEMM through cuBLAS (no bias), then one fused Triton pass: add the bias, multiply, LeakyReLU,
 # in place on the GEMM's fresh output.
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import triton

@@ -1,6 +1,5 @@
 # SUBTLY WRONG: on the negative side the multiplier is lost (the positive side is right).
 # Otherwise the same as right.py: cuBLAS GEMM, then a fused bias/scale/LeakyReLU pass.
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import triton

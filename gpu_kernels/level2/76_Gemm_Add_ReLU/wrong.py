@@ -36,7 +36,8 @@ torch::Tensor bias_relu_(torch::Tensor y, torch::Tensor bias) {
 """
 cpp_source = "torch::Tensor bias_relu_(torch::Tensor y, torch::Tensor bias);"
 
-ext = load_inline(name="kb_bias_relu_wrong", cpp_sources=[cpp_source], cuda_sources=[cuda_source],
+ext = load_inline(name="kb_bias_relu_wrong", cpp_sources=[cpp_source],
+                  cuda_sources=[cuda_source],
                   functions=["bias_relu_"], extra_cuda_cflags=["-O3"], verbose=False)
 
 

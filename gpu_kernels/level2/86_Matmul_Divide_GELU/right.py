@@ -1,6 +1,5 @@
 # GEMM through cuBLAS (no bias), then one fused CUDA pass: add the bias, divide, exact (erf) GELU,
 # in place on the GEMM's fresh output.
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.cpp_extension import load_inline

@@ -1,6 +1,5 @@
 # SUBTLY WRONG: divides before adding the bias, (x W^T)/d + b instead of (x W^T + b)/d.
 # Otherwise the same as right.py: cuBLAS GEMM, then a fused bias/divide/GELU pass.
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.cpp_extension import load_inline
@@ -36,7 +35,8 @@ torch::Tensor bias_div_gelu_(torch::Tensor y, torch::Tensor bias, double divisor
 """
 cpp_source = "torch::Tensor bias_div_gelu_(torch::Tensor y, torch::Tensor bias, double divisor);"
 
-ext = load_inline(name="kb_bias_div_gelu_wrong", cpp_sources=[cpp_source], cuda_sources=[cuda_source],
+ext = load_inline(name="kb_bias_div_gelu_wrong", cpp_sources=[cpp_source],
+                  cuda_sources=[cuda_source],
                   functions=["bias_div_gelu_"], extra_cuda_cflags=["-O3"], verbose=False)
 
 
