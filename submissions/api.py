@@ -7,7 +7,9 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import InterfaceError, OperationalError
 from django.db.models import Q
-from django.http import Http404
+from django.http import Http404, HttpResponsePermanentRedirect, JsonResponse
+from django.urls import Resolver404, resolve
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, generics
 from rest_framework.authentication import SessionAuthentication
@@ -112,6 +114,27 @@ def api_exception_handler(exc, context) -> Response | None:
     return Response(body, status=exc.status_code, headers=headers)
 
 
+@csrf_exempt  # it changes nothing, and a POST to a wrong path deserves a 404, not a CSRF 403
+def not_found(request, *args, **kwargs):
+    """The API's 404 for paths no endpoint matches, in the API's error shape.
+
+    As this route matches every path under /api/, it does what APPEND_SLASH would have done:
+    a GET of a known endpoint without its trailing slash is redirected to it.
+    """
+    if request.method in ("GET", "HEAD") and not request.path.endswith("/"):
+        try:
+            match = resolve(request.path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.url_name != "api_not_found":
+            query = request.META.get("QUERY_STRING", "")
+            target = request.path + "/" + (f"?{query}" if query else "")
+            return HttpResponsePermanentRedirect(target)
+    return JsonResponse(
+        error_body(f"There is no API endpoint at {request.path}.", "not_found"), status=404
+    )
+
+
 class Utf8JSONParser(JSONParser):
     """JSON that says plainly when the body is not UTF-8, rather than a codec message."""
 
@@ -169,9 +192,58 @@ class ApiMixin:
         return api_exception_handler
 
 
+def query_int(request, name: str, *, minimum: int) -> int | None:
+    """A whole-number query parameter given at most once, or None when absent; else a 400."""
+    values = request.query_params.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise exceptions.ValidationError({name: ["Give this parameter once."]})
+    try:
+        value = int(values[0])
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise exceptions.ValidationError({name: [f"A whole number of at least {minimum}."]})
+    return value
+
+
+def query_filters(serializer_class, request) -> dict:
+    """The validated filters of a list; a filter given twice is an error, not a silent pick."""
+    repeated = [
+        name for name in serializer_class().fields if len(request.query_params.getlist(name)) > 1
+    ]
+    if repeated:
+        raise exceptions.ValidationError({name: ["Give this parameter once."] for name in repeated})
+    # A plain dict, not the QueryDict: DRF would treat `?level=` like an empty form field and
+    # ignore it, where a number was asked for.
+    data = {key: request.query_params[key] for key in request.query_params}
+    filters = serializer_class(data=data)
+    filters.is_valid(raise_exception=True)
+    return filters.validated_data
+
+
 class Pagination(LimitOffsetPagination):
+    """limit/offset paging that refuses a malformed value (400) instead of ignoring it."""
+
     default_limit = 100
     max_limit = 1000
+
+    def get_limit(self, request) -> int:
+        value = query_int(request, self.limit_query_param, minimum=1)
+        return self.default_limit if value is None else min(value, self.max_limit)
+
+    def get_offset(self, request) -> int:
+        return query_int(request, self.offset_query_param, minimum=0) or 0
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.limit_query_param:
+                parameter["schema"]["minimum"] = 1  # above max_limit it is max_limit
+            elif parameter["name"] == self.offset_query_param:
+                parameter["schema"]["minimum"] = 0
+        return parameters
 
 
 # ---- problems and hardware ----------------------------------------------------------------------
@@ -191,9 +263,7 @@ class ProblemListApi(ApiMixin, generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
-        filters = s.ProblemFilterSerializer(data=self.request.query_params)
-        filters.is_valid(raise_exception=True)
-        query = filters.validated_data
+        query = query_filters(s.ProblemFilterSerializer, self.request)
         problems = Problem.objects.order_by("level", "number")
         if query.get("status"):
             problems = problems.filter(status=query["status"])
@@ -266,9 +336,8 @@ class SubmissionListCreateApi(ApiMixin, generics.ListAPIView):
     pagination_class = Pagination
 
     def get_queryset(self):
-        filters = s.SubmissionFilterSerializer(data=self.request.query_params)
-        filters.is_valid(raise_exception=True)
-        return user_submissions(user=self.request.user, filters=filters.validated_data)
+        filters = query_filters(s.SubmissionFilterSerializer, self.request)
+        return user_submissions(user=self.request.user, filters=filters)
 
     @extend_schema(
         operation_id="submissions_list",

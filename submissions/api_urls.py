@@ -1,6 +1,6 @@
 """REST API routes (/api/...): v1 endpoints, the OpenAPI schema and its docs page."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
 from submissions import api, events, run_urls, views
@@ -31,4 +31,7 @@ urlpatterns = [
     path("", include(run_urls.api_urlpatterns)),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", views.api_docs, name="api_docs"),
+    # Last: any other /api/ path (an unknown one, or an id that is not a number) answers a
+    # JSON 404 in the API's error shape rather than the site's HTML page.
+    re_path(r"^[\s\S]*$", api.not_found, name="api_not_found"),
 ]

@@ -37,10 +37,18 @@ class BatchItemErrorSerializer(serializers.Serializer):
 # ---- problems and hardware ----------------------------------------------------------------------
 
 
+# Query filters: an empty value (`?status=`) means no filter, as in an HTML form, and the
+# schema says so (blank allowed).
+
+
 class ProblemFilterSerializer(serializers.Serializer):
     level = serializers.IntegerField(required=False, min_value=1)
-    status = serializers.ChoiceField(choices=Problem.Status.choices, required=False)
-    q = serializers.CharField(required=False, help_text="Text in the name or slug.")
+    status = serializers.ChoiceField(
+        choices=Problem.Status.choices, required=False, allow_blank=True
+    )
+    q = serializers.CharField(
+        required=False, allow_blank=True, help_text="Text in the name or slug."
+    )
 
 
 class ProblemListSerializer(serializers.Serializer):
@@ -129,10 +137,12 @@ class BatchInputSerializer(serializers.Serializer):
 
 
 class SubmissionFilterSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=Submission.Status.choices, required=False)
-    verdict = serializers.CharField(required=False)
-    backend = serializers.CharField(required=False)
-    hardware = serializers.CharField(required=False)
+    status = serializers.ChoiceField(
+        choices=Submission.Status.choices, required=False, allow_blank=True
+    )
+    verdict = serializers.CharField(required=False, allow_blank=True)
+    backend = serializers.CharField(required=False, allow_blank=True)
+    hardware = serializers.CharField(required=False, allow_blank=True)
     level = serializers.IntegerField(required=False)
     number = serializers.IntegerField(required=False)
 

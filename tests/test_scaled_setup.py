@@ -8,10 +8,13 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 
 import pytest
 from channels.layers import get_channel_layer
+from channels_redis.core import RedisChannelLayer
 from django.db import connection
 from django_q.brokers import get_broker
 from websockets.sync.client import connect
@@ -93,34 +96,37 @@ def test_a_runner_given_only_the_database_the_broker_and_its_hardware_streams_to
     ports = [web_process(), web_process()]
     for port in ports:
         wait_for(lambda port=port: listening(port), timeout=60, interval=0.5)
-    clients = [
-        connect(f"ws://127.0.0.1:{port}/ws/submissions/{submission.pk}/",
-                origin=f"http://127.0.0.1:{port}", open_timeout=30)
-        for port in ports
-    ]
-    for client in clients:
-        assert json.loads(client.recv(timeout=30))["status"] == "queued"
+    with ExitStack() as stack:
+        clients = [
+            stack.enter_context(
+                connect(f"ws://127.0.0.1:{port}/ws/submissions/{submission.pk}/",
+                        origin=f"http://127.0.0.1:{port}", open_timeout=30)
+            )
+            for port in ports
+        ]
+        for client in clients:
+            assert json.loads(client.recv(timeout=30))["status"] == "queued"
+        # Idle for longer than the channel layer blocks on Redis waiting for a message: a
+        # Redis client that times out that read drops every quiet websocket (error 1011).
+        time.sleep(RedisChannelLayer.brpop_timeout + 3)
 
-    # What a GPU host is given: the two URLs and, on its command line, its hardware name.
-    # No SECRET_KEY, no settings module, nothing of this test run's environment.
-    runner_env = {
-        "PATH": os.environ["PATH"],
-        "HOME": os.environ.get("HOME", str(tmp_path)),
-        "DATABASE_URL": process_env()["DATABASE_URL"],
-        "REDIS_URL": os.environ["REDIS_URL"],
-    }
-    log = open(tmp_path / "runner.log", "w")  # noqa: SIM115 (lives on)
-    runner = subprocess.Popen(
-        [sys.executable, "manage.py", "runner", "--hardware", "cpu"],
-        cwd=REPO, env=runner_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
+        # What a GPU host is given: the two URLs and, on its command line, its hardware name.
+        # No SECRET_KEY, no settings module, nothing of this test run's environment.
+        runner_env = {
+            "PATH": os.environ["PATH"],
+            "HOME": os.environ.get("HOME", str(tmp_path)),
+            "DATABASE_URL": process_env()["DATABASE_URL"],
+            "REDIS_URL": os.environ["REDIS_URL"],
+        }
+        log = open(tmp_path / "runner.log", "w")  # noqa: SIM115 (lives on)
+        runner = subprocess.Popen(
+            [sys.executable, "manage.py", "runner", "--hardware", "cpu"],
+            cwd=REPO, env=runner_env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        stack.callback(stop_process, runner)
         # The two web processes share nothing but Redis: each must see the runner's events.
         seen = [statuses_until_finished(client, timeout=240) for client in clients]
-    finally:
-        for client in clients:
-            client.close()
-        stop_process(runner)
     for statuses in seen:
         assert "running" in statuses and statuses[-1] == "finished", statuses
     submission.refresh_from_db()

@@ -66,7 +66,7 @@ def client_for(user=None, token: str = "") -> Client:
     return client
 
 
-# ---- private code and logs ------------------------------------------------------------------------
+# ---- private code and logs -----------------------------------------------------------------------
 
 
 @pytest.fixture

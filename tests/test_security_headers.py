@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as site_settings
+from django.contrib.staticfiles.handlers import StaticFilesHandler
 from django.core.cache import cache
 from django.test import Client
-from django.test.testcases import LiveServerThread, _StaticFilesHandler
+from django.test.testcases import LiveServerThread
 
 from kbsite.middleware import content_security_policy
 from submissions.services import submission_create
@@ -79,14 +80,16 @@ def template_files() -> list[Path]:
 INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.IGNORECASE)
 EVENT_HANDLER = re.compile(r"<[^>]*\son[a-z]+\s*=", re.IGNORECASE)
 JAVASCRIPT_URL = re.compile(r"(?:href|src|action)\s*=\s*[\"']?\s*javascript:", re.IGNORECASE)
+INLINE_STYLE = re.compile(r"<style\b[^>]*>|<[^>]*\sstyle\s*=", re.IGNORECASE)
 
 
-def test_no_template_has_inline_script_event_handlers_or_javascript_urls():
-    """The policy blocks them; script belongs in static files (a JSON <script> type is data)."""
+def test_no_template_has_inline_script_styles_event_handlers_or_javascript_urls():
+    """The policy blocks them all: script and style belong in static files (a JSON <script>
+    type is data, not script)."""
     offenders = []
     for path in template_files():
         text = path.read_text()
-        for pattern in (INLINE_SCRIPT, EVENT_HANDLER, JAVASCRIPT_URL):
+        for pattern in (INLINE_SCRIPT, EVENT_HANDLER, JAVASCRIPT_URL, INLINE_STYLE):
             for match in pattern.finditer(text):
                 if "application/json" in match.group(0):
                     continue
@@ -96,13 +99,13 @@ def test_no_template_has_inline_script_event_handlers_or_javascript_urls():
     assert offenders == []
 
 
-# ---- in a browser ---------------------------------------------------------------------------------
+# ---- in a browser --------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def site_with_policy(with_middleware, transactional_db):
     """The site in a thread of this process, so that it runs with the middleware added above."""
-    server = LiveServerThread("127.0.0.1", _StaticFilesHandler, port=0)
+    server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
     server.daemon = True
     server.start()
     server.is_ready.wait()
@@ -144,7 +147,7 @@ def test_pages_and_the_swagger_docs_run_under_the_policy_without_a_violation(
     for path in ["/", "/problems/", f"/problems/{relu_problem.level}/{relu_problem.number}/",
                  "/leaderboard/", "/leaderboard/1/901/cpu/", "/hardware/", "/runs/",
                  "/submissions/", "/submissions/new/", "/accounts/profile/",
-                 f"/submissions/{submission.pk}/"]:
+                 "/admin/login/", f"/submissions/{submission.pk}/"]:
         page.goto(site_with_policy + path)
         page.wait_for_load_state("load")
         visited[path] = page.evaluate("window.__violations")

@@ -120,7 +120,7 @@ def test_control_characters_are_dropped_from_stored_filenames(api, cpu_hardware,
     assert submission.filename == "a[31mbc.py"
 
 
-# ---- raw downloads --------------------------------------------------------------------------------
+# ---- raw downloads -------------------------------------------------------------------------------
 
 
 def test_the_source_downloads_as_a_plain_text_attachment_with_a_safe_name(
@@ -141,7 +141,8 @@ def test_a_download_without_a_filename_is_named_after_the_submission(
 ):
     submission = submit_through_the_api(api, filename="")
     response = owner.get(f"/submissions/{submission.pk}/source/")
-    assert response["Content-Disposition"] == f'attachment; filename="submission-{submission.pk}.py"'
+    expected = f'attachment; filename="submission-{submission.pk}.py"'
+    assert response["Content-Disposition"] == expected
 
 
 def test_anyone_downloads_code_the_problem_makes_public_and_only_by_get(

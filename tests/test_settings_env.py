@@ -104,10 +104,11 @@ def test_redis_url_switches_the_broker_and_the_channel_layer_to_redis(tmp_path):
     url = "redis://:secret@cache.internal:6380/2"
     s = settings_with(tmp_path, "Q_CLUSTER", "CHANNEL_LAYERS", REDIS_URL=url)
     assert s["Q_CLUSTER"]["redis"] == url and "orm" not in s["Q_CLUSTER"]
-    assert s["CHANNEL_LAYERS"]["default"] == {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [url]},
-    }
+    layer = s["CHANNEL_LAYERS"]["default"]
+    assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    # A host is the URL itself or a dict of connection options with the URL as its address.
+    (host,) = layer["CONFIG"]["hosts"]
+    assert (host["address"] if isinstance(host, dict) else host) == url
 
 
 def test_a_runner_host_needs_only_the_database_and_broker_urls(tmp_path):

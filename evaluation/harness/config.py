@@ -22,6 +22,11 @@ DEFAULT_TIMING: dict[str, Any] = {
     "max_seconds": 10.0,  # cap on the timed loop of one model (warm-up excluded)
     "sets": 3,  # distinct input sets used in rotation, so no per-input caching pays
     "flush_l2": True,  # GPU only
+    # Warm up for at least this long too (GPU clocks ramp up under load).
+    "warmup_ms": 25.0,
+    # CPU only: intra-op threads for both sides (see timing.py: several threads make the
+    # figures depend on the host's load at the moment each side is timed).
+    "cpu_threads": 1,
 }
 
 DEFAULT_LIMITS: dict[str, Any] = {

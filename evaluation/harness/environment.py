@@ -38,7 +38,19 @@ def _nvidia_driver() -> str | None:
     return None
 
 
+# The environment dict of this process's evaluation (the judge's), so that parts that learn
+# something later (how tensors travelled, the timing threads) can add it to the result.
+_current: dict[str, Any] | None = None
+
+
+def note(key: str, value: Any) -> None:
+    """Record a fact in the current evaluation's environment (no-op before collect())."""
+    if _current is not None:
+        _current[key] = value
+
+
 def collect(device: str) -> dict[str, Any]:
+    global _current
     import torch
 
     env: dict[str, Any] = {
@@ -67,4 +79,5 @@ def collect(device: str) -> dict[str, Any]:
             "driver": _nvidia_driver(),
             "cudnn": torch.backends.cudnn.version(),
         })
+    _current = env
     return env

@@ -6,6 +6,10 @@ returned its own (so they exist nowhere the candidate could have read them first
 times the reference by the same method the worker times the candidate, cross-checks the worker's
 timing against its own clock, and decides the verdict. The candidate's code never runs here.
 
+Known exploits are caught here and named (exploits.py): the worker runs with the judge's probes
+(probe.py), every timed call's output is checked against the reference, and a static report of
+the source (static_report.py) and the speed of light (speed_of_light.py) go with every result.
+
 Protocol with the sandbox: the job arrives as JSON on --job-fd; events and, last, the result are
 JSON lines on --event-fd. Stdout/stderr are not used for it.
 """
@@ -30,6 +34,8 @@ from .errors import short_message, signal_name
 from .process import LogCapture, apply_limits, resolve_limits
 
 REFERENCE_MODULE = "kb_reference"
+# The worker's main loop serving the probing worker (probe.py), imported under its own name.
+WORKER_ENTRY = "from evaluation.harness.probe import main; main()"
 
 
 class Verdict(Exception):
@@ -68,7 +74,7 @@ class WorkerHandle:
         workdir.mkdir(parents=True, exist_ok=True)
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluation.harness.worker",
+            [sys.executable, "-c", WORKER_ENTRY,
              "--fds", ",".join(str(f) for f in child_fds), "--device", device,
              "--limits", json.dumps(resolve_limits(limits, device != "cpu"))],
             cwd=str(workdir),
@@ -191,8 +197,12 @@ class Judge:
             "pids": [],
             "compile": {},
             "timing_detail": {},
+            "static_report": {},
+            # Evidence behind the flags (and the checks that found nothing), for admins.
+            "checks": {},
         }
         self.worker: WorkerHandle | None = None
+        self.checks: dict[str, Any] = self.result["checks"]
 
     def phase(self, name: str) -> None:
         self.events.emit({"type": "phase", "phase": name})
@@ -200,6 +210,25 @@ class Judge:
     def add_phase_time(self, name: str, seconds: float) -> None:
         phases = self.result["phases"]
         phases[name] = phases.get(name, 0.0) + seconds
+
+    def flag(self, name: str, detail: Any = None) -> None:
+        """Name an exploit (or a suspicion) on the result; `detail` is its evidence."""
+        if name not in self.result["flags"]:
+            self.result["flags"].append(name)
+        if detail is not None:
+            self.checks.setdefault("flag_details", {}).setdefault(name, detail)
+
+    def flag_all(self, names: list[str], details: dict[str, Any]) -> list[str]:
+        for name in names:
+            self.flag(name, details or None)
+        return names
+
+    def reject_if_needed(self, flags: list[str], where: str) -> None:
+        from .exploits import REJECTING, describe_flags
+
+        rejecting = [f for f in flags if f in REJECTING]
+        if rejecting:
+            raise Verdict("rejected", f"{where}: {describe_flags(rejecting)}")
 
     # --- the evaluate flow -------------------------------------------------------------------
     def evaluate(self) -> dict:
@@ -226,15 +255,31 @@ class Judge:
         self.result["tolerance"] = {"atol": job["atol"], "rtol": job["rtol"]}
         return self.result
 
+    def _static_report(self) -> None:
+        """Every submission gets one, whatever happens next (read with ast, never run)."""
+        from .static_report import analyze
+
+        job = self.job
+        try:
+            report = analyze(job["candidate_source"], reference_source=job["reference_source"],
+                             backend=job["backend"])
+        except Exception as exc:  # a report is evidence; its failure never stops an evaluation
+            report = {"error": short_message(exc)}
+        self.result["static_report"] = report
+        changed = report.get("problem_constants_changed")
+        if changed:
+            self.flag("problem_size_changed", {"constants": changed})
+
     def _evaluate(self) -> None:
         job = self.job
         device, precision = self.device, job["precision"]
+        self._static_report()
         # Start the worker first: its interpreter start and torch import overlap ours.
         self.worker = WorkerHandle(device, job["limits"], job["log_limit"], self.workdir / "worker")
 
         import torch
 
-        from . import environment
+        from . import environment, exploits
         from .loading import (
             build_model,
             derive_seed,
@@ -243,6 +288,7 @@ class Judge:
             module_from_source,
             source_hash,
         )
+        from .probe import describe
 
         if device != "cpu" and not torch.cuda.is_available():
             raise Verdict("harness_error", f"device {device} requested but CUDA is not available")
@@ -259,6 +305,9 @@ class Judge:
             "init": derive_seed(seed, "init"),
             "trials": [derive_seed(seed, "trial", k) for k in range(1, n + 1)],
             "timing": [derive_seed(seed, "timing", j) for j in range(n_sets)],
+            # Inputs the judge alone uses (output shapes, costs), and the checks' own draws.
+            "probe": derive_seed(seed, "probe"),
+            "checks": derive_seed(seed, "checks"),
         }
         self.result["seeds"] = seeds
         try:
@@ -287,6 +336,10 @@ class Judge:
         except Exception as exc:
             raise Verdict("harness_error", f"the reference model failed to build: "
                           f"{short_message(exc)}") from None
+        if job.get("mode") != "compile":
+            t_prep = time.perf_counter()
+            self._prepare_checks(reference, ref_model, seeds)
+            self.add_phase_time("checks", time.perf_counter() - t_prep)
         reply, _ = self.worker.request(None, deadline=self.deadline, phase="compile")
         self.worker.channel.release()
         self.add_phase_time("compile", float(reply.get("compile_s") or 0.0))
@@ -305,40 +358,69 @@ class Judge:
             self.result["verdict"] = "compiled"
             return
 
+        probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
+        # The model must be built from the judge's init inputs (sizes are the reference's).
+        if probe.get("init_inputs") != describe(init_inputs):
+            self.flag("problem_size_changed", {"init_inputs_seen": probe.get("init_inputs"),
+                                               "init_inputs_sent": describe(init_inputs)})
+        self.flag_all(*exploits.state_flags(probe))
+
         # Correctness.
         self.phase("checking")
+        pattern = exploits.poison_pattern(seeds["checks"])
+        previous_expected: Any = None
         for k in range(1, n + 1):
             self.events.emit({"type": "trial", "k": k, "n": n})
             t0 = time.perf_counter()
             inputs = make_inputs(reference, seeds["trials"][k - 1], device, precision)
             self.add_phase_time("inputs", time.perf_counter() - t0)
             t0 = time.perf_counter()
-            reply, outputs = self.worker.request({"cmd": "run", "k": k}, inputs,
-                                                 deadline=self.deadline, phase=f"trial {k}")
+            header = {"cmd": "run", "k": k,
+                      "poison": {"pattern": pattern, "nbytes": self.checks.get("output_nbytes",
+                                                                               [])}}
+            reply, outputs = self.worker.request(header, inputs, deadline=self.deadline,
+                                                 phase=f"trial {k}")
             if not reply.get("ok"):
                 self.add_phase_time("correctness", time.perf_counter() - t0)
                 self.result["trials"].append({"k": k, "passed": False,
                                               "error": reply.get("error", "")})
                 raise self._failure(reply)
+            worker_flags = [f for f in reply.get("flags", []) if isinstance(f, str)][:10]
+            probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
+            flags, details = exploits.trial_flags(probe, k)
+            stale = exploits.count_poison(outputs, pattern)
+            if stale:
+                flags.append("stale_memory_output")
+                details["stale_elements"] = stale
             # Expected outputs only now, after the candidate has produced its own.
             with torch.no_grad():
                 expected = ref_model(*inputs)
             trial = self._compare(k, expected, outputs)
-            trial["flags"] = [f for f in reply.get("flags", []) if isinstance(f, str)][:10]
+            if trial["passed"] and k == 1 and precision == "fp32":
+                evidence = exploits.precision_evidence(ref_model, inputs, expected, outputs)
+                self.checks["precision"] = evidence
+                if evidence.get("downgrade"):
+                    flags.append("precision_downgrade")
+            if not trial["passed"]:
+                flags += self._name_a_wrong_output(reference, ref_model, previous_expected,
+                                                   outputs)
+            trial["flags"] = worker_flags + [f for f in flags if f not in worker_flags]
             self.result["trials"].append(trial)
             self.events.emit({"type": "trial_result", "k": k, "n": n, "passed": trial["passed"],
                               "max_abs_diff": trial["max_abs_diff"]})
+            previous_expected = expected
             del expected, outputs, inputs
             self.add_phase_time("correctness", time.perf_counter() - t0)
-            if trial["flags"]:
-                self.result["flags"].extend(f for f in trial["flags"]
-                                            if f not in self.result["flags"])
-                raise Verdict("rejected", f"trial {k}: " + ", ".join(trial["flags"]).replace(
-                    "_", " "))
+            for f in worker_flags:
+                self.flag(f)
+            self.flag_all(flags, details)
+            self.reject_if_needed(trial["flags"], f"trial {k}")
             if not trial["passed"]:
                 raise Verdict("incorrect", f"trial {k}: {trial.get('reason', 'mismatch')}")
+        del previous_expected
 
         if not job.get("measure", True):
+            self._final_state()
             self.result["verdict"] = "correct"
             return
 
@@ -348,28 +430,137 @@ class Judge:
         sets = [make_inputs(reference, s, device, precision) for s in seeds["timing"]]
         self.add_phase_time("inputs", time.perf_counter() - t0)
         t_timing = time.perf_counter()
-        self._time_candidate_and_reference(ref_model, sets)
+        rejecting = self._time_candidate_and_reference(ref_model, sets, seeds)
         self.add_phase_time("timing", time.perf_counter() - t_timing)
+        self.reject_if_needed(rejecting, "timed calls")
+        t_checks = time.perf_counter()
+        self._profile()
+        self._final_state()
+        self._speed_of_light()
+        self.add_phase_time("checks", time.perf_counter() - t_checks)
         self.result["verdict"] = "correct"
 
-    def _time_candidate_and_reference(self, ref_model: Any, sets: list) -> None:
+    # --- exploit checks ------------------------------------------------------------------------
+    def _prepare_checks(self, reference: Any, ref_model: Any, seeds: dict) -> None:
+        """While the worker compiles: the reference on the judge's own probe inputs (never sent
+        anywhere) gives the output sizes (for the freed-memory pattern), the rescaling that
+        keeps timing inputs fresh, and the bytes and FLOPs of the problem."""
+        from . import exploits
+        from .loading import iter_tensors, make_inputs
+        from .speed_of_light import problem_cost
+
+        job = self.job
+        try:
+            inputs = make_inputs(reference, seeds["probe"], self.device, job["precision"])
+            cost = problem_cost(ref_model, inputs)
+            self.checks["cost"] = cost
+            import torch
+
+            with torch.no_grad():
+                out = ref_model(*inputs)
+            self.checks["output_nbytes"] = [t.numel() * t.element_size()
+                                            for t in iter_tensors(out)]
+            del out
+            self.checks["refresh"] = exploits.choose_refresh(ref_model, inputs, job["atol"],
+                                                             job["rtol"])
+        except Exception as exc:  # the problem's own quirks; the checks then do less
+            self.checks.setdefault("errors", []).append(f"prepare: {short_message(exc)}")
+            self.checks.setdefault("refresh", "none")
+
+    def _name_a_wrong_output(self, reference: Any, ref_model: Any, previous_expected: Any,
+                             outputs: Any) -> list[str]:
+        """A wrong output that is the right answer to other inputs names an exploit."""
+        from . import exploits
+
+        job = self.job
+        if previous_expected is not None and exploits.matches(
+                previous_expected, outputs, job["atol"], job["rtol"], self.device):
+            return ["result_caching"]
+        seed = exploits.seed_replay(reference, ref_model, outputs, device=self.device,
+                                    precision=job["precision"], atol=job["atol"],
+                                    rtol=job["rtol"])
+        if seed is not None:
+            self.checks["seed_replay"] = seed
+            return ["seed_replay"]
+        return []
+
+    def _profile(self) -> None:
+        """A separate, untimed call under the profilers: does the claimed backend do the work?"""
+        from . import exploits
+
+        backend = self.job["backend"]
+        if backend == "torch":
+            return
+        reply, _ = self.worker.request({"cmd": "profile"}, deadline=self.deadline,
+                                       phase="profiling")
+        if not reply.get("ok"):
+            self.checks["backend"] = {"error": str(reply.get("error") or "")[:500]}
+            return
+        kernels = (self.result.get("static_report") or {}).get("kernels") or {}
+        names = [str(n) for n in (kernels.get("cuda") or []) + (kernels.get("triton") or [])]
+        report = exploits.backend_share(reply, backend, names, self.device != "cpu")
+        self.checks["backend"] = report
+        if report.get("not_used"):
+            self.flag("backend_not_used", {"share": report.get("share"),
+                                           "own_calls": report.get("own_calls")})
+
+    def _final_state(self) -> None:
+        from . import exploits
+
+        reply, _ = self.worker.request({"cmd": "state"}, deadline=self.deadline, phase="checks")
+        state = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
+        self.checks["final_state"] = {k: state.get(k) for k in ("patched", "modes",
+                                                                "python_threads", "tasks")}
+        self.flag_all(*exploits.state_flags(state))
+
+    def _speed_of_light(self) -> None:
+        from .speed_of_light import assess
+
+        job = self.job
+        cand = self.result.get("candidate") or {}
+        env = self.result.get("environment") or {}
+        report = assess(
+            self.checks.get("cost"), cand.get("median_ms"), precision=job["precision"],
+            peak_bandwidth_gbs=job.get("peak_bandwidth_gbs"), peak_tflops=job.get("peak_tflops"),
+            l2_bytes=int(env.get("l2_bytes") or 0),
+            l2_flushed=self.device == "cpu" or bool(job["timing"].get("flush_l2", True)),
+        )
+        self.checks["speed_of_light"] = report
+        if report.get("faster_than_light"):
+            self.flag("faster_than_light", {"candidate_ms": report.get("candidate_ms"),
+                                            "memory_bound_ms": report.get("memory_bound_ms")})
+
+    # --- timing --------------------------------------------------------------------------------
+    def _time_candidate_and_reference(self, ref_model: Any, sets: list, seeds: dict) -> list[str]:
+        """Times both sides through the same call recorder, checks every timed call's output,
+        and returns the rejecting flags it raised."""
+        from . import exploits
+        from .probe import KEEP_CALLS, CallRecorder
         from .timing import time_callable
 
         timing_cfg = dict(self.job["timing"])
+        family = str(self.checks.get("refresh") or "none")
+        refresh_seed = derive_check_seed(seeds["checks"], 1)
+        sample_seed = derive_check_seed(seeds["checks"], 2)
         # The sets travel first, acknowledged, so the timed request below carries no transfer.
-        reply, _ = self.worker.request({"cmd": "sets"}, sets, deadline=self.deadline,
-                                       phase="timing")
+        reply, _ = self.worker.request({"cmd": "sets", "refresh": {"family": family,
+                                                                   "seed": refresh_seed}},
+                                       sets, deadline=self.deadline, phase="timing")
         if not reply.get("ok"):
             raise self._failure(reply)
         t0 = time.perf_counter()
-        reply, _ = self.worker.request({"cmd": "time", "timing": timing_cfg},
-                                       deadline=self.deadline, phase="timing")
+        reply, recorded = self.worker.request(
+            {"cmd": "time", "timing": timing_cfg,
+             "probe": {"sample_seed": sample_seed, "keep_calls": KEEP_CALLS}},
+            deadline=self.deadline, phase="timing")
         cand_batch_ms = (time.perf_counter() - t0) * 1e3
         if not reply.get("ok"):
             raise self._failure(reply)
         cand = _clean_stats(reply)
+        recorder = CallRecorder(ref_model, sets, self.device, family=family,
+                                refresh_seed=refresh_seed, sample_seed=sample_seed)
         t0 = time.perf_counter()
-        ref = time_callable(ref_model, sets, self.device, **timing_cfg)
+        ref = time_callable(recorder, sets, self.device, **timing_cfg)
         ref_batch_ms = (time.perf_counter() - t0) * 1e3
         self.result["candidate"] = _summary(cand)
         self.result["reference"] = _summary(ref)
@@ -383,13 +574,33 @@ class Judge:
             "cross_check": self._cross_check(cand, cand_batch_ms, ref, ref_batch_ms),
         }
 
+        # Every timed call's output, against the reference on the same (rescaled) inputs.
+        calls, samples, late = _clean_recorded(reply, recorded)
+        claimed = len(cand["samples_ms"]) + len(cand["warmup_ms"])
+        made = reply.get("probe_calls_made") if isinstance(reply.get("probe_calls_made"),
+                                                           int) else -1
+        with torch_no_grad():
+            flags, details = exploits.verify_timed_calls(
+                calls, samples, late, recorder.expected_for, claimed_calls=claimed,
+                made_calls=made, atol=self.job["atol"], rtol=self.job["rtol"])
+        details["refresh"] = family
+        errors = reply.get("probe_errors")
+        if isinstance(errors, list) and errors:
+            details["recorder_errors"] = [str(e)[:300] for e in errors[:5]]
+        self.checks["timed_calls"] = details
+        self.flag_all(flags, details)
+        state = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
+        self.flag_all(*exploits.state_flags(state))
+        return [f for f in flags if f in exploits.REJECTING]
+
     def _cross_check(self, cand: dict, cand_batch_ms: float, ref: dict, ref_batch_ms: float):
         """Hold the worker's reported times against what the judge's own clock saw.
 
         The judge timed the whole batch from outside. Whatever the worker's report leaves
         unexplained (batch time minus reported calls) is overhead: flushes, synchronisation,
-        the reply. The reference, timed here by the same function, shows how much overhead per
-        call is normal; a candidate whose unexplained time is far larger under-reported.
+        the output checks, the reply. The reference, timed here by the same function through the
+        same recorder, shows how much overhead per call is normal; a candidate whose
+        unexplained time is far larger under-reported.
         """
         def reported(stats: dict) -> float:
             return sum(stats["wall_ms"]) + sum(stats["warmup_ms"])
@@ -407,9 +618,9 @@ class Judge:
             "judge_ms_per_call_upper_bound": cand_batch_ms / max(calls_c, 1),
         }
         if cand_unexplained > allowed:
-            self.result["flags"].append("timing_underreported")
+            self.flag("timing_underreported", check)
         if cand_unexplained < -max(5.0, 0.05 * cand_batch_ms):
-            self.result["flags"].append("timing_overreported")
+            self.flag("timing_overreported", check)
         if self.device != "cpu" and cand["samples_ms"]:
             # Work on another stream: the end event does not wait for it, the device-wide
             # synchronise does, so the host interval grows past the event interval.
@@ -418,7 +629,7 @@ class Judge:
             med = statistics.median(cand["samples_ms"])
             check["median_wall_minus_event_ms"] = gap
             if gap > 0.05 + 0.5 * med:
-                self.result["flags"].append("unsynchronized_work")
+                self.flag("unsynchronized_work", {"median_gap_ms": gap, "median_ms": med})
         return check
 
     def _compare(self, k: int, expected: Any, outputs: Any) -> dict:
@@ -436,6 +647,42 @@ class Judge:
         return Verdict(verdict, str(reply.get("error") or "")[:4000],
                        traceback=str(reply.get("traceback") or "")[:16000],
                        compile_log=str(reply.get("compile_log") or "")[:200000] or None)
+
+
+def derive_check_seed(seed: int, index: int) -> int:
+    from .loading import derive_seed
+
+    return derive_seed(seed, "check", index)
+
+
+def torch_no_grad():
+    import torch
+
+    return torch.no_grad()
+
+
+def _clean_recorded(reply: dict, recorded: Any) -> tuple[list[dict], list, dict[int, Any]]:
+    """The worker's record of its timed calls, checked for shape (it is untrusted)."""
+    import torch
+
+    calls = reply.get("probe_calls")
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        return [], [], {}
+    samples: list = []
+    late: dict[int, Any] = {}
+    if isinstance(recorded, dict):
+        raw = recorded.get("samples")
+        if isinstance(raw, list):
+            samples = [t.cpu() if isinstance(t, torch.Tensor) else None for t in raw]
+        late_calls = reply.get("probe_late_calls")
+        late_raw = recorded.get("late")
+        if isinstance(late_calls, list) and isinstance(late_raw, list):
+            for c, t in zip(late_calls, late_raw, strict=False):
+                if isinstance(c, int) and isinstance(t, torch.Tensor):
+                    late[c] = t.cpu()
+    if any(s is None for s in samples):
+        return calls, [], late
+    return calls, samples, late
 
 
 def _clean_stats(reply: dict) -> dict:

@@ -3,9 +3,13 @@ capture. No torch import."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
+import signal
 import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 from .errors import TRUNCATION_MARKER, clean_text
@@ -96,3 +100,77 @@ class LogCapture:
             out += TRUNCATION_MARKER.format(n=self.dropped)
         out += bytes(self.tail).decode(errors="replace")
         return clean_text(out)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _resolve_prctl() -> Any:
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                      ctypes.c_ulong]
+    return prctl
+
+
+# Resolved once, here, so that the preexec function below only calls it: between fork and exec
+# a child of a threaded parent must not load libraries or take locks another thread may hold.
+_prctl = _resolve_prctl()
+
+
+def die_with_parent_preexec() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child die (SIGKILL) when the thread that started it dies.
+
+    The sandbox's judge is started this way, so a runner worker killed with SIGKILL takes its
+    evaluation down with it instead of leaving an orphan tree on the GPU (`unshare
+    --kill-child` covers unshare's own death only). The parent's pid is checked after the call:
+    if the parent already died between fork and prctl, the child exits at once.
+    """
+    if _prctl is None:
+        return None
+    parent = os.getpid()
+    prctl = _prctl
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+def oom_kill_count() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed: host-wide (/proc/vmstat)
+    plus this process's memory cgroup (v2 memory.events, v1 memory.oom_control), whichever
+    can be read. Compared
+    before and after an evaluation to tell an OOM kill from another SIGKILL."""
+    total: int | None = None
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                total = int(line.split()[1])
+                break
+    except (OSError, ValueError):
+        pass
+    try:
+        cgroups = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        cgroups = []
+    for line in cgroups:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2
+            candidate = Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events"
+        elif "memory" in controllers.split(","):  # cgroup v1
+            candidate = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
+        else:
+            continue
+        try:
+            for entry in candidate.read_text().splitlines():
+                if entry.startswith("oom_kill "):
+                    total = (total or 0) + int(entry.split()[1])
+        except (OSError, ValueError):
+            continue
+    return total

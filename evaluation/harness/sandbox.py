@@ -16,18 +16,16 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import EVALUATOR_VERSION
+from . import EVALUATOR_VERSION, pool
 from .config import JobError, normalize_job
 from .errors import signal_name, truncate
-from .process import LogCapture
+from .process import oom_kill_count
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -38,7 +36,7 @@ ENV_ALLOWLIST = (
     "PATH", "LANG", "LC_ALL", "LC_CTYPE",
     "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
     "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-    "CC", "CXX", "MAX_JOBS", "OMP_NUM_THREADS",
+    "CC", "CXX", "CUDAHOSTCXX", "LIBRARY_PATH", "MAX_JOBS", "OMP_NUM_THREADS",
 )
 
 _UNSHARE_VARIANTS = (
@@ -51,8 +49,18 @@ _isolation_cache: tuple[str, list[str]] | None = None
 _isolation_lock = threading.Lock()
 
 
-def isolation_prefix() -> tuple[str, list[str]]:
-    """The strongest `unshare` variant that works here (probed once), or ('none', [])."""
+def isolation_prefix(device: str = "cpu") -> tuple[str, list[str]]:
+    """The strongest `unshare` variant that works here (probed once), or ('none', []).
+
+    On a GPU the pid namespace is left out: CUDA does not initialise inside one (seen on the
+    H200 host: torch.cuda.is_available() is False under `unshare --pid`), so there the process
+    group kill and the parent-death signal keep the tree from outliving its evaluation.
+    """
+    if device.startswith("cuda"):
+        name, prefix = isolation_prefix("cpu")
+        if "pid" not in name:
+            return name, prefix
+        return ("network", ["unshare", "--net"]) if name != "none" else ("none", [])
     global _isolation_cache
     with _isolation_lock:
         if _isolation_cache is None:
@@ -127,13 +135,6 @@ def _base_result(job: dict | None) -> dict[str, Any]:
     }
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _kill_tagged(token: str) -> int:
     """Kill every process whose environment carries this evaluation's token.
 
@@ -153,6 +154,39 @@ def _kill_tagged(token: str) -> int:
         except (OSError, ValueError):
             continue
     return killed
+
+
+# How util-linux `unshare --fork` reports a child killed by SIGKILL: it cannot re-raise that
+# signal on itself, so it exits with status 1 and this message instead.
+_UNSHARE_SIGKILL = "sigprocmask unblock failed"
+
+
+def _judge_died(job: dict, rc: int | None, stderr: str, oom_before: int | None) -> dict:
+    """The result when the judge ended without one: a crash, or a kill from outside."""
+    result = _base_result(job)
+    sig = signal_name(rc) if rc is not None else None
+    if sig is None and rc == 1 and _UNSHARE_SIGKILL in stderr:
+        sig = "SIGKILL"
+    if sig == "SIGKILL":
+        # Nobody in the sandbox kills the judge (the time limit is handled above): the kernel's
+        # out-of-memory killer is what does, when the host runs out of memory.
+        oom_after = oom_kill_count()
+        counted = oom_before is not None and oom_after is not None
+        if not counted or oom_after > oom_before:
+            result["verdict"] = "out_of_memory"
+            how = ("the kernel's out-of-memory killer ended the judge process (SIGKILL)"
+                   if counted else "the judge process was killed (SIGKILL), most likely by the "
+                   "kernel's out-of-memory killer")
+            result["error"] = f"the evaluation ran out of host memory: {how}"
+        else:
+            result["verdict"] = "runtime_error"
+            result["error"] = ("the judge process was killed (SIGKILL) without a result; the "
+                               "kernel recorded no out-of-memory kill, so something else did")
+    else:
+        how = f"crashed: {sig}" if sig else f"exited with status {rc}"
+        result["error"] = f"the judge process {how} without a result"
+    result["traceback"] = truncate(stderr, 8000)
+    return result
 
 
 def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dict:
@@ -176,39 +210,29 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
         return result
 
     limit = job["time_limit_s"]
-    # The judge stops itself a little earlier, so that it can still report (with the logs).
-    job["deadline_epoch"] = time.time() + limit - min(10.0, max(1.0, 0.1 * limit))
-    isolation, prefix = isolation_prefix()
-    workdir = Path(tempfile.mkdtemp(prefix="kbeval-"))
-    os.chmod(workdir, 0o700)
+    isolation, prefix = isolation_prefix(job["device"])
     result: dict[str, Any] | None = None
     last_progress: dict[str, Any] = {}
     judge_log: dict[str, str] = {}
-    t_spawn = time.monotonic()
     process_start_s: float | None = None
+    startup_s: float | None = None
     timed_out = False
+    on_gpu = job["device"] != "cpu"
+
+    def launch_for(spare: bool) -> pool.Launch:
+        return pool.spawn(job, prefix=prefix, isolation=isolation, env_for=scrubbed_env,
+                          spare=spare)
+
+    spec_key = pool.spec_key(pool.spec_of(job), isolation)
+    launch = pool.POOL.take(spec_key) or launch_for(False)
+    # The clock starts when the job is handed over (a spare may have waited long for it).
+    t_spawn = time.monotonic()
+    # The judge stops itself a little earlier, so that it can still report (with the logs).
+    job["deadline_epoch"] = time.time() + limit - min(10.0, max(1.0, 0.1 * limit))
+    oom_before = oom_kill_count()
+    proc = launch.proc
     try:
-        job_r, job_w = os.pipe()
-        ev_r, ev_w = os.pipe()
-        cmd = [*prefix, sys.executable, "-m", "evaluation.harness.judge",
-               "--job-fd", str(job_r), "--event-fd", str(ev_w)]
-        token = os.urandom(12).hex()
-        env = scrubbed_env(job, workdir)
-        env["KB_EVAL_TOKEN"] = token  # marks every process of this evaluation (see _kill_tagged)
-        proc = subprocess.Popen(
-            cmd,
-            cwd=str(workdir),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(job_r, ev_w),
-            start_new_session=True,  # its own process group, killed as a whole
-        )
-        os.close(job_r)
-        os.close(ev_w)
-        out_log = LogCapture(proc.stdout, 16 * 1024)
-        err_log = LogCapture(proc.stderr, 16 * 1024)
+        job_w, launch.job_w = launch.job_w, -1  # the sending thread closes it
 
         def send_job() -> None:
             try:
@@ -218,10 +242,15 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
                 pass
 
         threading.Thread(target=send_job, daemon=True).start()
+        if on_gpu:
+            # The next evaluation's processes start now, next to this one: a spare does no GPU
+            # work before its job comes (pool.py), and a GPU host has cores to spare.
+            pool.POOL.refill(lambda: launch_for(True))
 
         deadline = t_spawn + limit
         buf = b""
-        with os.fdopen(ev_r, "rb", buffering=0) as events:
+        with os.fdopen(launch.ev_r, "rb", buffering=0) as events:
+            launch.ev_r = -1  # owned by `events` now
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -247,22 +276,30 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
                         break
                     if process_start_s is None:
                         process_start_s = time.monotonic() - t_spawn
+                    if startup_s is None and event.get("phase") == "compiling":
+                        # Both processes up, torch imported, the reference loaded.
+                        startup_s = time.monotonic() - t_spawn
                     if event.get("type") in ("phase", "trial"):
                         last_progress[event["type"]] = event
                     emit(event)
                 if result is not None:
                     break  # the judge has said all; what is left of the tree goes below
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
-        _kill_group(proc)
+        launch.kill_group()
         if "pid" not in isolation:
-            _kill_tagged(token)
+            _kill_tagged(launch.token)
         try:
             rc = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             rc = None
-        judge_log = {"stdout": out_log.text(wait=1.0), "stderr": err_log.text(wait=1.0)}
+        judge_log = {"stdout": launch.out_log.text(wait=1.0),
+                     "stderr": launch.err_log.text(wait=1.0)}
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        launch.discard()
+    if not on_gpu:
+        # On the CPU the next processes start only now, so they never compete with the
+        # cores this evaluation was timed on.
+        pool.POOL.refill(lambda: launch_for(True))
 
     if timed_out:
         result = _base_result(job)
@@ -273,11 +310,7 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
             where += f", trial {t.get('k')} of {t.get('n')}"
         result["error"] = f"the evaluation exceeded its time limit of {limit:g} s (during {where})"
     elif not isinstance(result, dict):
-        result = _base_result(job)
-        sig = signal_name(rc) if rc is not None else None
-        how = f"crashed: {sig}" if sig else f"exited with status {rc}"
-        result["error"] = f"the judge process {how} without a result"
-        result["traceback"] = truncate(judge_log.get("stderr", ""), 8000)
+        result = _judge_died(job, rc, judge_log.get("stderr", ""), oom_before)
 
     base = _base_result(job)
     for key, value in base.items():
@@ -291,11 +324,16 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
         "fresh_workdir": True,
         "rlimits": dict(job["limits"]),
         "time_limit_s": limit,
+        "parent_death_signal": True,
+        "prestarted": launch.spare,
+        "prestart_hits": pool.POOL.hits,
     }
     result["environment"] = env
     phases = result.get("phases") or {}
     if process_start_s is not None:
         phases["process_start"] = process_start_s
+    if startup_s is not None:
+        phases["startup"] = startup_s
     phases["total"] = time.monotonic() - t_begin
     result["phases"] = phases
     result["correct"] = result.get("verdict") == "correct"

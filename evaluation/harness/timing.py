@@ -8,6 +8,14 @@ shows up as a gap between the two. On the CPU the sample is time.perf_counter ar
 
 Input sets rotate so a result cannot be cached per input, and repetitions continue until the
 median is stable (its standard error below a share of it) or a cap is hit.
+
+On the CPU both sides are timed with the same, fixed number of intra-op threads (one by
+default). With several OpenMP threads, every parallel region waits for all of them to be
+scheduled: on a host whose cores are busy with other work (other evaluations, tests, builds) a
+region then takes milliseconds instead of microseconds, depending on the load at that moment.
+As candidate and reference are timed one after the other, the load they met differed and their
+ratio meant nothing (a kernel doing 21 times the reference's work was once reported 16.9 times
+faster). One thread is delayed only when it is descheduled, which the median absorbs.
 """
 
 from __future__ import annotations
@@ -72,15 +80,52 @@ def time_callable(
     target_rel_err: float = 0.005,
     max_seconds: float = 10.0,
     flush_l2: bool = True,
+    cpu_threads: int | None = 1,
+    warmup_ms: float = 0.0,
     **_ignored: Any,
 ) -> dict[str, Any]:
     """Time `fn(*inputs)` over the input sets in rotation. Returns raw samples (ms) and facts.
 
     Called with the same arguments for the candidate (in the worker) and the reference (in the
-    judge). Extra keyword arguments from the job's timing dict are ignored.
+    judge). Extra keyword arguments from the job's timing dict are ignored. `warmup_ms`: keep
+    warming up until that much time has passed too (GPU clocks ramp up under load), within
+    `max_reps` calls; `cpu_threads`: intra-op threads on the CPU (None or 0: leave as is).
     """
     if not input_sets:
         raise ValueError("no input sets to time with")
+    on_gpu = device != "cpu"
+    threads_before = torch.get_num_threads()
+    threads = int(cpu_threads) if (cpu_threads and not on_gpu) else None
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        stats = _timed_loop(fn, input_sets, device, warmup=warmup, min_reps=min_reps,
+                            max_reps=max_reps, target_rel_err=target_rel_err,
+                            max_seconds=max_seconds, flush_l2=flush_l2, warmup_ms=warmup_ms)
+    finally:
+        if threads and torch.get_num_threads() != threads_before:
+            torch.set_num_threads(threads_before)
+    stats["threads"] = threads or threads_before
+    if not on_gpu:
+        from .environment import note
+
+        note("timing_threads", stats["threads"])
+    return stats
+
+
+def _timed_loop(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    device: str,
+    *,
+    warmup: int,
+    min_reps: int,
+    max_reps: int,
+    target_rel_err: float,
+    max_seconds: float,
+    flush_l2: bool,
+    warmup_ms: float,
+) -> dict[str, Any]:
     on_gpu = device != "cpu"
     n_sets = len(input_sets)
     flush = l2_flush_buffer(device) if on_gpu and flush_l2 else None
@@ -89,17 +134,22 @@ def time_callable(
         if on_gpu:
             torch.cuda.synchronize(torch.device(device))
 
-    warmup_ms: list[float] = []
+    warmup_samples: list[float] = []
     samples: list[float] = []
     wall: list[float] = []
     stopped = "max_reps"
     with torch.no_grad():
-        for i in range(max(0, int(warmup))):
+        warm_start = time.perf_counter()
+        i = 0
+        while i < max(0, int(warmup)) or (
+            (time.perf_counter() - warm_start) * 1e3 < warmup_ms and i < max_reps
+        ):
             t0 = time.perf_counter()
             out = fn(*input_sets[i % n_sets])
             sync()
-            warmup_ms.append((time.perf_counter() - t0) * 1e3)
+            warmup_samples.append((time.perf_counter() - t0) * 1e3)
             del out
+            i += 1
         if on_gpu:
             start_ev = torch.cuda.Event(enable_timing=True)
             end_ev = torch.cuda.Event(enable_timing=True)
@@ -134,7 +184,7 @@ def time_callable(
     return {
         "samples_ms": samples,
         "wall_ms": wall,
-        "warmup_ms": warmup_ms,
+        "warmup_ms": warmup_samples,
         "n": len(samples),
         "input_sets": n_sets,
         "stopped": stopped,

@@ -223,6 +223,23 @@ def _read_log(path: Path, limit: int = 64 * 1024) -> str:
         return ""
 
 
+def preimport(device: str) -> None:
+    """Import what every evaluation needs before saying ready, so that a worker started ahead
+    of its job (evaluation/harness/pool.py sets KB_WORKER_PREIMPORT=1) has paid for it; the
+    extension and Triton machinery too when started ahead. Nothing here runs candidate code."""
+    import torch
+
+    from . import loading, timing  # noqa: F401
+
+    if os.environ.get("KB_WORKER_PREIMPORT") != "1":
+        return
+    with contextlib.suppress(Exception):
+        import torch.utils.cpp_extension  # noqa: F401
+    if device != "cpu":
+        with contextlib.suppress(Exception):
+            import triton  # noqa: F401
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fds", required=True, help="rfd,wfd,send_mem,recv_mem")
@@ -237,10 +254,11 @@ def main(argv: list[str] | None = None) -> int:
 
     applied = apply_limits(json.loads(args.limits))
     rfd, wfd, send_mem, recv_mem = (int(x) for x in args.fds.split(","))
+    preimport(args.device)
 
-    from .protocol import Channel, PeerClosed
+    from .protocol import Channel, PeerClosed, ProtocolError
 
-    channel = Channel(rfd, wfd, send_mem, recv_mem, device=args.device)
+    channel = Channel(rfd, wfd, send_mem, recv_mem, device=args.device, role="worker")
     worker = Worker(channel, args.device)
     channel.send({"type": "ready", "pid": outer_pid(), "limits": applied})
     while True:
@@ -248,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
             header, value = channel.recv()
         except PeerClosed:
             return 0
+        except ProtocolError as exc:
+            # The judge's message could not be read here (e.g. its GPU buffer could not be
+            # mapped): say so rather than die, the judge decides.
+            channel.send({"ok": False, "verdict": "harness_error",
+                          "error": f"the worker could not read the judge's message: {exc}"})
+            continue
         if header.get("cmd") == "exit":
             # The candidate's atexit hooks and the interpreter's teardown are of no use to us.
             sys.stdout.flush()

@@ -1,0 +1,277 @@
+"""Judge processes started ahead of their job, one evaluation each.
+
+Starting an evaluation's processes costs seconds (two Python interpreters, torch imported twice,
+the worker's first commands), while the GPU work of a compiled kernel's evaluation can take less
+than one. So the sandbox launches every judge through this module's `main`, which starts the
+candidate's worker process first (its interpreter and imports run in parallel with the judge's),
+imports everything the judge needs, and only then waits for the job on its pipe. A runner that
+serves a queue (KB_HARNESS_PRESTART=1 in its environment, or `enable()`) keeps one such pair
+ready: `run_job` takes it for the next job that fits it (same device, limits, build folder and
+environment) and launches the next spare at once.
+
+No state leaks between submissions: a pair serves exactly one evaluation, and then the whole
+tree is killed like any other. A spare touches no GPU before its job arrives (CUDA is
+initialised once the job is there), so starting it never disturbs the timing of the evaluation
+running next to it; on the CPU the spare is started only after the running evaluation has
+finished timing, so it does not compete for the cores being timed either.
+
+Runner side (the sandbox): `Launch`, `spawn`, `Pool`. Sandbox side: `main` (imports torch
+lazily, like the rest of the judge).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .process import LogCapture, die_with_parent_preexec
+
+PRESTART_ENV = "KB_HARNESS_PRESTART"
+LOG_LIMIT = 16 * 1024  # the judge's own stdout/stderr (the candidate's logs travel elsewhere)
+
+
+def prestart_mode() -> str:
+    """"on": keep a spare pair ready; "off": the judge alone, as before the pool existed (the
+    slow path kept for comparison); "launch" (unset): launch through the pool's entry point,
+    keep no spare."""
+    value = os.environ.get(PRESTART_ENV, "")
+    return {"1": "on", "0": "off"}.get(value, "launch")
+
+
+def spec_of(job: dict) -> dict[str, Any]:
+    """What a launched process depends on before its job arrives (a normalized job)."""
+    return {
+        "device": job["device"],
+        "limits": job["limits"],
+        "log_limit": job["log_limit"],
+        "build_dir": job["build_dir"],
+        # The sandbox's environment for this job (scrubbed_env) depends on these.
+        "triton_interpret": job["backend"] == "triton" and job["device"] == "cpu",
+    }
+
+
+def spec_key(spec: dict[str, Any], isolation: str) -> str:
+    return json.dumps({**spec, "isolation": isolation}, sort_keys=True, default=str)
+
+
+@dataclass
+class Launch:
+    """A judge process tree, started and waiting for its job (or running it)."""
+
+    proc: subprocess.Popen
+    job_w: int
+    ev_r: int
+    workdir: Path
+    token: str
+    isolation: str
+    key: str
+    out_log: LogCapture
+    err_log: LogCapture
+    spawned_at: float
+    spare: bool
+    closed: bool = field(default=False)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill_group(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def discard(self) -> None:
+        """Kill an unused launch and clean up after it."""
+        if self.closed:
+            return
+        self.closed = True
+        self.kill_group()
+        for fd in (self.job_w, self.ev_r):
+            if fd >= 0:  # -1: handed over to someone who closes it
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.job_w = self.ev_r = -1
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def spawn(job: dict, *, prefix: list[str], isolation: str,
+          env_for: Callable[[dict, Path], dict[str, str]], spare: bool,
+          entry: str | None = None) -> Launch:
+    """Start the judge for `job` (normalized): a fresh working folder, a scrubbed environment,
+    its own session, and death with the thread that starts it (PR_SET_PDEATHSIG)."""
+    spec = spec_of(job)
+    workdir = Path(tempfile.mkdtemp(prefix="kbeval-"))
+    os.chmod(workdir, 0o700)
+    job_r, job_w = os.pipe()
+    ev_r, ev_w = os.pipe()
+    try:
+        env = env_for(job, workdir)
+        token = os.urandom(12).hex()
+        env["KB_EVAL_TOKEN"] = token  # marks every process of this evaluation (sandbox)
+        if (entry or ("pool" if prestart_mode() != "off" else "judge")) == "pool":
+            cmd = [*prefix, sys.executable, "-m", "evaluation.harness.pool",
+                   "--job-fd", str(job_r), "--event-fd", str(ev_w),
+                   "--spec", json.dumps({**spec, "spare": spare})]
+        else:
+            cmd = [*prefix, sys.executable, "-m", "evaluation.harness.judge",
+                   "--job-fd", str(job_r), "--event-fd", str(ev_w)]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=str(workdir),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(job_r, ev_w),
+            start_new_session=True,  # its own process group, killed as a whole
+            preexec_fn=die_with_parent_preexec(),
+        )
+    except BaseException:
+        for fd in (job_r, job_w, ev_r, ev_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    os.close(job_r)
+    os.close(ev_w)
+    return Launch(
+        proc=proc, job_w=job_w, ev_r=ev_r, workdir=workdir, token=token, isolation=isolation,
+        key=spec_key(spec, isolation), out_log=LogCapture(proc.stdout, LOG_LIMIT),
+        err_log=LogCapture(proc.stderr, LOG_LIMIT), spawned_at=time.monotonic(), spare=spare,
+    )
+
+
+class Pool:
+    """At most one spare launch, for the next job of the same kind."""
+
+    def __init__(self) -> None:
+        self.spare: Launch | None = None
+        self.enabled = prestart_mode() == "on"
+        self.lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def take(self, key: str) -> Launch | None:
+        with self.lock:
+            spare, self.spare = self.spare, None
+        if spare is None:
+            return None
+        if spare.key == key and spare.alive():
+            self.hits += 1
+            return spare
+        self.misses += 1
+        spare.discard()  # another kind of job, or it died while waiting
+        return None
+
+    def refill(self, make: Callable[[], Launch]) -> None:
+        """Start the next spare (the caller's thread: its death takes the spare along)."""
+        if not self.enabled:
+            return
+        with self.lock:
+            if self.spare is not None:
+                return
+        try:
+            launch = make()
+        except Exception:
+            return  # no spare this time; the next job starts its own
+        with self.lock:
+            if self.spare is None:
+                self.spare = launch
+                return
+        launch.discard()
+
+    def clear(self) -> None:
+        with self.lock:
+            spare, self.spare = self.spare, None
+        if spare is not None:
+            spare.discard()
+
+
+POOL = Pool()
+atexit.register(POOL.clear)
+
+
+def enable(on: bool = True) -> None:
+    """Keep a spare judge ready for the next evaluation (a runner serving a queue calls it)."""
+    POOL.enabled = on
+    if not on:
+        POOL.clear()
+
+
+# --- the launched process ---------------------------------------------------------------------
+
+def _prepare_worker(judge: Any, spec: dict[str, Any]) -> None:
+    """Start the judge's worker now, and hand it to the judge when it asks for one.
+
+    The judge builds `WorkerHandle(device, limits, log_limit, workdir)` at the start of its
+    evaluation; the one built here, with the same arguments, is given instead (its `started`
+    reset, so the judge's worker_start phase counts only what is left to wait). Any other
+    arguments get a new one, as without the pool.
+    """
+    original = judge.WorkerHandle
+    args = (spec["device"], spec["limits"], int(spec["log_limit"]), Path.cwd() / "worker")
+    try:
+        prepared = [original(*args)]
+    except Exception:
+        return  # the judge starts its own worker, as it always did
+
+    def worker_handle(device: str, limits: dict, log_limit: int, workdir: Path) -> Any:
+        handle = prepared.pop() if prepared else None
+        if handle is not None:
+            if (device, limits, log_limit, Path(workdir)) == args and handle.proc.poll() is None:
+                handle.started = time.perf_counter()
+                return handle
+            handle.kill()
+        return original(device, limits, log_limit, workdir)
+
+    judge.WorkerHandle = worker_handle
+
+
+def _preimport(device: str) -> None:
+    """What the judge imports once its job is there, imported now (no GPU is touched)."""
+    import torch  # noqa: F401
+
+    from . import compare, environment, loading, protocol, timing  # noqa: F401
+
+    for name in ("exploits", "probe", "speed_of_light", "static_report", "validate"):
+        with contextlib.suppress(Exception):
+            __import__(f"{__package__}.{name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--job-fd", type=int, required=True)
+    parser.add_argument("--event-fd", type=int, required=True)
+    parser.add_argument("--spec", required=True)
+    args = parser.parse_args(argv)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, as the judge does
+    spec = json.loads(args.spec)
+    if spec.get("spare"):
+        # The worker has time to import the extension and Triton machinery too.
+        os.environ["KB_WORKER_PREIMPORT"] = "1"
+    from . import judge
+
+    _prepare_worker(judge, spec)
+    os.environ.pop("KB_WORKER_PREIMPORT", None)
+    _preimport(spec["device"])
+    return judge.main(["--job-fd", str(args.job_fd), "--event-fd", str(args.event_fd)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

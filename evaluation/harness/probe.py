@@ -1,0 +1,674 @@
+"""Probes for the exploit checks: the recorder of timed calls (used on both sides) and the probing
+worker (the candidate's process).
+
+The judge starts the worker as `python -m evaluation.harness.probe`: the same worker as
+`evaluation.harness.worker` (its main loop, its commands), plus what the judge asks of it to catch
+exploits. Everything measured in the candidate's process is evidence that the candidate could
+forge; the judge never takes a value from here as a verdict. What decides is checked where the
+candidate cannot reach: the outputs (compared in the judge against expected outputs the worker
+never sees) and the time (the judge's own clock around the whole timed batch).
+
+What the worker adds:
+- every timed call goes through `CallRecorder`: right after the call (and the device-wide
+  synchronise) it samples the output (a few hundred elements at positions from the judge's seed,
+  plus float64 sums of all of it) and then rescales that input set in place, so no two calls
+  ever see the same values at the same address (result caching keyed on pointer, id, version or
+  values cannot pay); the judge replays the same rescaling on its side to know what each call
+  should have returned. The reference is timed through the same recorder, so both pay the same.
+- before each correctness call, freed memory is filled with a pattern the judge picked, so an
+  output that is memory the kernel never wrote shows it;
+- output types (exact torch.Tensor), threads and child processes around calls, functions of
+  torch, the timers and the harness compared with what they were before the candidate loaded,
+  torch function/dispatch modes left on, and a profiled call (what share of the time the
+  candidate's own kernels take).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .loading import iter_tensors, synchronize
+from .worker import Worker
+
+SAMPLES_PER_OUTPUT = 256
+KEEP_CALLS = 4  # outputs of the first calls are kept and sampled again at the end
+KEEP_BYTES = 1 << 30
+REFRESH_FAMILIES = ("signed", "positive", "none")
+
+
+# --- shared by the judge and the worker ------------------------------------------------------
+
+def refresh_scale(seed: int, j: int, k: int, family: str) -> float:
+    """The factor input set `j` carries at its k-th use (k=0: as the judge made it).
+
+    Multiples of 1/64 in [0.5, 1), negative half of the time for the signed family: shrinking
+    keeps inputs in their valid ranges (probabilities, positive values), the sign keeps
+    scale-invariant problems (normalisations, argmax) from giving the same output.
+    """
+    if k == 0 or family == "none":
+        return 1.0
+    rng = random.Random(f"kb-refresh:{seed}:{j}:{k}")
+    value = rng.randint(32, 63) / 64.0
+    if family == "signed" and rng.random() < 0.5:
+        value = -value
+    return value
+
+
+def sample_index(numel: int, seed: int, i: int) -> torch.Tensor:
+    """Positions sampled in output `i` (the first and last element included)."""
+    if numel <= SAMPLES_PER_OUTPUT + 2:
+        return torch.arange(numel)
+    gen = torch.Generator().manual_seed((seed * 1000003 + i * 7919) % (2**63 - 1))
+    idx = torch.randint(0, numel, (SAMPLES_PER_OUTPUT,), generator=gen)
+    return torch.cat([torch.tensor([0, numel - 1]), idx])
+
+
+def flatten_output(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        out: list[Any] = []
+        for v in value:
+            out.extend(flatten_output(v))
+        return out
+    return [value]
+
+
+def storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().data_ptr()) if t.numel() else 0
+    except Exception:  # wrapper subclasses have no storage
+        return 0
+
+
+def summarize_output(value: Any, seed: int) -> tuple[list[dict[str, Any]], torch.Tensor]:
+    """Facts about each output leaf, and the sampled values of all leaves (float64, on the CPU).
+
+    Sums are float64 over every element, so a wrong value anywhere moves them (the judge holds
+    them to the same tolerance as the elements, summed)."""
+    infos: list[dict[str, Any]] = []
+    parts: list[torch.Tensor] = []
+    for i, leaf in enumerate(flatten_output(value)):
+        if isinstance(leaf, torch.Tensor):
+            t = leaf
+            info: dict[str, Any] = {
+                "kind": "tensor", "type": type(t).__name__, "exact": type(t) is torch.Tensor,
+                "shape": list(t.shape), "dtype": str(t.dtype), "device": str(t.device),
+                "numel": t.numel(), "ptr": storage_ptr(t),
+            }
+            try:
+                flat = t.detach().reshape(-1)
+                if t.is_complex():
+                    flat = torch.view_as_real(flat).reshape(-1)
+                total = float(torch.sum(flat, dtype=torch.float64)) if flat.numel() else 0.0
+                if flat.is_floating_point():
+                    absolute = float(torch.sum(flat.abs(), dtype=torch.float64))
+                elif flat.dtype == torch.bool:
+                    absolute = total
+                else:
+                    absolute = float(torch.sum(flat.abs(), dtype=torch.float64))
+                idx = sample_index(flat.numel(), seed, i)
+                parts.append(flat[idx.to(flat.device)].to(torch.float64).cpu())
+                info["sum"] = total if math.isfinite(total) else None
+                info["abs_sum"] = absolute if math.isfinite(absolute) else None
+                info["finite"] = math.isfinite(total) and math.isfinite(absolute)
+                info["samples"] = int(idx.numel())
+            except Exception as exc:  # a tensor subclass that refuses to be read
+                info["error"] = f"{type(exc).__name__}: {exc}"[:200]
+                info["samples"] = 0
+            infos.append(info)
+        elif isinstance(leaf, (bool, int, float)):
+            v = float(leaf)
+            infos.append({"kind": "number", "type": type(leaf).__name__, "exact": True,
+                          "sum": v if math.isfinite(v) else None, "abs_sum": abs(v)
+                          if math.isfinite(v) else None, "finite": math.isfinite(v),
+                          "samples": 1})
+            parts.append(torch.tensor([v], dtype=torch.float64))
+        else:
+            infos.append({"kind": "other", "type": type(leaf).__name__, "exact": leaf is None,
+                          "samples": 0})
+    samples = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+    return infos, samples
+
+
+class _Held:
+    """What a recorded call returns to the timing loop. The loop drops it right after the call
+    and the device-wide synchronise, outside the timed interval: that is when the output is
+    checked, so it must be complete when the call returns."""
+
+    __slots__ = ("recorder", "out", "inputs", "c")
+
+    def __init__(self, recorder: CallRecorder, out: Any, inputs: tuple, c: int):
+        self.recorder, self.out, self.inputs, self.c = recorder, out, inputs, c
+
+    def __del__(self) -> None:
+        self.recorder.finish(self.out, self.inputs, self.c)
+
+
+class CallRecorder:
+    """Wraps a model for `timing.time_callable`; see the module doc."""
+
+    def __init__(self, model: Any, sets: list, device: str, *, family: str, refresh_seed: int,
+                 sample_seed: int, watch: Any = None, keep_calls: int = 0):
+        self.model = model
+        self.sets = sets
+        self.device = device
+        self.family = family if family in REFRESH_FAMILIES else "none"
+        self.refresh_seed = refresh_seed
+        self.sample_seed = sample_seed
+        self.watch = watch
+        self.keep_calls = keep_calls
+        self.uses = [0] * len(sets)
+        self.count = 0
+        self.calls: list[dict[str, Any]] = []
+        self.samples: list[torch.Tensor] = []
+        self.by_key: dict[tuple[int, int], int] = {}  # (set, use) -> position in calls
+        self.kept: dict[int, list[Any]] = {}
+        self.kept_bytes = 0
+        self.errors: list[str] = []
+
+    def __call__(self, *inputs: Any) -> _Held:
+        c = self.count
+        self.count = c + 1
+        return _Held(self, self.model(*inputs), inputs, c)
+
+    def set_index(self, inputs: tuple) -> int:
+        for j, s in enumerate(self.sets):
+            if len(s) == len(inputs) and all(a is b for a, b in zip(s, inputs, strict=True)):
+                return j
+        return -1
+
+    def finish(self, out: Any, inputs: tuple, c: int) -> None:
+        try:
+            self._finish(out, inputs, c)
+        except BaseException as exc:  # never raise from __del__; the judge sees the gap
+            if len(self.errors) < 5:
+                self.errors.append(f"call {c}: {type(exc).__name__}: {exc}"[:300])
+
+    def _finish(self, out: Any, inputs: tuple, c: int) -> None:
+        synchronize(self.device)
+        j = self.set_index(inputs)
+        k = self.uses[j] if j >= 0 else -1
+        infos, samples = summarize_output(out, self.sample_seed)
+        record: dict[str, Any] = {"c": c, "j": j, "k": k, "container": type(out).__name__,
+                                  "outputs": infos}
+        in_ptrs = {storage_ptr(t) for t in iter_tensors(list(inputs))} - {0}
+        out_ptrs = {i.get("ptr") for i in infos} - {None, 0}
+        record["alias_input"] = bool(in_ptrs & out_ptrs)
+        for c_kept, leaves in self.kept.items():
+            kept_ptrs = {storage_ptr(t) for t in leaves if isinstance(t, torch.Tensor)} - {0}
+            if kept_ptrs & out_ptrs:
+                record["reused_from"] = c_kept
+                break
+        if self.watch is not None:
+            record.update(self.watch())
+        if len(self.kept) < self.keep_calls:
+            leaves = flatten_output(out)
+            size = sum(t.numel() * t.element_size() for t in leaves
+                       if isinstance(t, torch.Tensor))
+            if self.kept_bytes + size <= KEEP_BYTES:
+                self.kept[c] = leaves
+                self.kept_bytes += size
+        self.calls.append(record)
+        self.samples.append(samples)
+        if j >= 0:
+            self.by_key.setdefault((j, k), len(self.calls) - 1)
+            self.refresh(j)
+
+    def refresh(self, j: int) -> None:
+        """Rescale set j in place to the factor of its next use."""
+        k = self.uses[j]
+        self.uses[j] = k + 1
+        if self.family == "none":
+            return
+        ratio = refresh_scale(self.refresh_seed, j, k + 1, self.family) / refresh_scale(
+            self.refresh_seed, j, k, self.family)
+        with torch.no_grad():
+            for t in iter_tensors(list(self.sets[j])):
+                if t.is_floating_point() or t.is_complex():
+                    t.mul_(ratio)
+
+    def late_samples(self) -> tuple[list[int], list[torch.Tensor]]:
+        """The kept outputs sampled again now (work finished after its call shows here)."""
+        synchronize(self.device)
+        calls, samples = [], []
+        for c, leaves in self.kept.items():
+            try:
+                _, s = summarize_output(tuple(leaves), self.sample_seed)
+            except Exception:
+                continue
+            calls.append(c)
+            samples.append(s)
+        self.kept.clear()
+        return calls, samples
+
+    def expected_for(self, j: int, k: int) -> tuple[list[dict[str, Any]], torch.Tensor] | None:
+        """(Judge side) The reference's summary for use k of set j, continuing the rescaling
+        chain on the judge's own sets when the timing loop did not get that far."""
+        pos = self.by_key.get((j, k))
+        if pos is not None:
+            return self.calls[pos]["outputs"], self.samples[pos]
+        if not 0 <= j < len(self.sets) or k < self.uses[j]:
+            return None
+        while self.uses[j] < k:
+            self.refresh(j)
+        with torch.no_grad():
+            out = self.model(*self.sets[j])
+        synchronize(self.device)
+        infos, samples = summarize_output(out, self.sample_seed)
+        self.calls.append({"c": -1, "j": j, "k": k, "outputs": infos})
+        self.samples.append(samples)
+        self.by_key[(j, k)] = len(self.calls) - 1
+        self.refresh(j)
+        return infos, samples
+
+
+# --- the candidate's process -----------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = [os.path.dirname(torch.__file__)]
+    for name in ("triton", "numpy"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__file__", None):
+            dirs.append(os.path.dirname(mod.__file__))
+    return tuple(d + os.sep for d in dirs)
+
+
+def _is_callable_like(v: Any) -> bool:
+    return callable(v) or isinstance(v, (types.ModuleType, type, classmethod, staticmethod,
+                                         property))
+
+
+class Snapshot:
+    """Identities of torch's, the timers' and the harness's functions, taken before the candidate
+    loads; `changes()` names those replaced since (patches made by torch or triton themselves,
+    such as torch.compile wrapping Module.__init__, are recognised by where their code lives)."""
+
+    SYS_NAMES = ("_getframe", "_current_frames", "settrace", "setprofile", "gettrace",
+                 "getprofile", "getrefcount", "exit", "modules")
+    OS_NAMES = ("write", "read", "_exit", "kill", "getpid", "fork")
+
+    def __init__(self) -> None:
+        import builtins
+        import gc
+        import statistics
+
+        import torch.nn.functional as functional
+
+        from . import errors, loading, process, protocol, timing, worker
+
+        spaces: dict[str, Any] = {
+            "torch": torch, "torch.Tensor": torch.Tensor, "torch._C": torch._C,
+            "torch._C.TensorBase": torch._C.TensorBase, "torch.nn.functional": functional,
+            "torch.nn.Module": torch.nn.Module, "torch.cuda": torch.cuda,
+            "torch.cuda.Event": torch.cuda.Event, "torch.autograd": torch.autograd,
+            "time": time, "statistics": statistics, "math": math, "gc": gc,
+            "builtins": builtins, "threading": threading,
+            "evaluation.harness.worker": worker, "evaluation.harness.protocol": protocol,
+            "evaluation.harness.timing": timing, "evaluation.harness.loading": loading,
+            "evaluation.harness.errors": errors, "evaluation.harness.process": process,
+            "evaluation.harness.probe": sys.modules[__name__],
+            "Worker": worker.Worker, "Channel": protocol.Channel, "ProbeWorker": ProbeWorker,
+            "CallRecorder": CallRecorder, "_Held": _Held, "Snapshot": Snapshot,
+        }
+        self.saved: dict[str, tuple[Any, dict[str, Any]]] = {}
+        for label, obj in spaces.items():
+            items = {k: v for k, v in vars(obj).items() if _is_callable_like(v)}
+            self.saved[label] = (obj, items)
+        self.saved["sys"] = (sys, {k: getattr(sys, k) for k in self.SYS_NAMES if hasattr(sys, k)})
+        self.saved["os"] = (os, {k: getattr(os, k) for k in self.OS_NAMES if hasattr(os, k)})
+
+    def changes(self) -> list[str]:
+        libs = _library_dirs()
+        out: list[str] = []
+        for label, (obj, items) in self.saved.items():
+            now = vars(obj)
+            for key, old in items.items():
+                new = now.get(key, _MISSING)
+                if new is old:
+                    continue
+                if new is _MISSING:
+                    out.append(f"{label}.{key} (deleted)")
+                elif not _made_by_library(new, old, libs):
+                    out.append(f"{label}.{key}")
+        return out
+
+
+def _made_by_library(new: Any, old: Any, libs: tuple[str, ...]) -> bool:
+    obj = new
+    for _ in range(8):
+        if obj is old:
+            return True
+        func = getattr(obj, "__func__", obj)
+        code = getattr(func, "__code__", None)
+        if code is None or not code.co_filename.startswith(libs):
+            return False
+        obj = getattr(func, "__wrapped__", None)
+        if obj is None:
+            return True
+    return False
+
+
+def _tasks() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/children") as f:
+                    pids.extend(int(p) for p in f.read().split())
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return sorted(set(pids))
+
+
+def _poison(spec: Any, device: str) -> None:
+    """Leave freed blocks holding the judge's pattern where the next outputs will be allocated."""
+    if not isinstance(spec, dict):
+        return
+    pattern = int(spec.get("pattern", 0))
+    sizes = [int(n) for n in spec.get("nbytes", []) if isinstance(n, int) and 0 < n < 1 << 40]
+    blocks = []
+    try:
+        for nbytes in sizes:
+            if device == "cpu":
+                # malloc hands out recently freed chunks, but not always the same one; large
+                # ones come fresh from mmap (zeros), where poisoning is pointless.
+                count = 12 if nbytes < 16 << 20 else 0
+            else:
+                count = 3 if nbytes < 1 << 30 else 2  # the caching allocator reuses exact blocks
+            for _ in range(count):
+                blocks.append(torch.full(((nbytes + 3) // 4,), pattern, dtype=torch.int32,
+                                         device=device))
+        synchronize(device)
+    except Exception:  # not enough memory to poison: the check is evidence, skip it
+        pass
+    while blocks:  # last allocated, first freed: the next allocations find the earliest first
+        blocks.pop()
+
+
+class OwnCodeProfile:
+    """sys.setprofile hook: calls into the candidate's own compiled extensions (C functions whose
+    module is a shared object outside the Python installation) and Triton launches of kernels
+    defined in the candidate's files; counts them and the host time spent inside."""
+
+    def __init__(self, candidate_prefix: str):
+        self.prefix = candidate_prefix
+        self.system = tuple({sys.prefix, sys.base_prefix, os.path.dirname(os.__file__)})
+        self.calls = 0
+        self.depth = 0
+        self.started = 0.0
+        self.host_s = 0.0
+        self.frames: set[int] = set()
+        self.names: set[str] = set()
+
+    def _own_c(self, func: Any) -> bool:
+        mod = getattr(func, "__self__", None)
+        path = getattr(mod, "__file__", None) if isinstance(mod, types.ModuleType) else None
+        return bool(path and path.endswith(".so") and not path.startswith(self.system))
+
+    def _own_triton(self, frame: Any) -> bool:
+        obj = frame.f_locals.get("self")
+        for _ in range(6):
+            if obj is None or not hasattr(obj, "fn"):
+                break
+            obj = obj.fn
+        code = getattr(obj, "__code__", None)
+        return bool(code and code.co_filename.startswith(self.prefix))
+
+    def _enter(self, name: str) -> None:
+        self.calls += 1
+        self.names.add(name)
+        if self.depth == 0:
+            self.started = time.perf_counter()
+        self.depth += 1
+
+    def _leave(self) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.host_s += time.perf_counter() - self.started
+
+    def hook(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call":
+            if self._own_c(arg):
+                self.frames.add(id(arg))
+                self._enter(getattr(arg, "__name__", "?"))
+        elif event in ("c_return", "c_exception"):
+            if id(arg) in self.frames and self.depth:
+                self._leave()
+        elif event == "call":
+            if frame.f_code.co_name == "run" and self._own_triton(frame):
+                self.frames.add(id(frame))
+                obj = frame.f_locals.get("self")
+                self._enter(getattr(getattr(obj, "fn", None), "__name__", "triton kernel"))
+        elif event == "return" and id(frame) in self.frames:
+            self.frames.discard(id(frame))
+            if self.depth:
+                self._leave()
+
+
+class ProbeWorker(Worker):
+    """The candidate worker with the judge's probes (see the module doc)."""
+
+    def __init__(self, channel: Any, device: str):
+        super().__init__(channel, device)
+        # Before any candidate code: what torch, the timers and the harness look like.
+        self.snapshot = Snapshot()
+        self.start_threads = {t.ident for t in threading.enumerate()}
+        self.candidate_prefix = str(Path.cwd())
+        self.refresh = {"family": "none", "seed": 0}
+        self.previous_outputs: list[Any] = []
+        self.extra_patches: list[str] = []
+
+    def handle(self, header: dict, value: Any) -> tuple[dict, Any]:
+        cmd = header.get("cmd")
+        if cmd == "load":
+            return self.probe_load(header, value)
+        if cmd == "run":
+            return self.probe_run(header, value)
+        if cmd == "sets":
+            refresh = header.get("refresh")
+            if isinstance(refresh, dict):
+                self.refresh = refresh
+            return super().handle(header, value)
+        if cmd == "time":
+            return self.probe_time(header)
+        if cmd == "profile":
+            return self.profile()
+        if cmd == "state":
+            return {"ok": True, "probe": self.state()}, None
+        return super().handle(header, value)
+
+    # --- evidence ------------------------------------------------------------------------------
+    def candidate_threads(self) -> list[str]:
+        """Threads (other than the main one) whose stack runs code from the candidate's folder."""
+        names = {t.ident: t.name for t in threading.enumerate()}
+        main = threading.main_thread().ident
+        found = []
+        for ident, frame in sys._current_frames().items():
+            if ident == main:
+                continue
+            f = frame
+            while f is not None:
+                if f.f_code.co_filename.startswith(self.candidate_prefix):
+                    found.append(names.get(ident, f"thread {ident}"))
+                    break
+                f = f.f_back
+        return found
+
+    def watch(self) -> dict[str, Any]:
+        return {"candidate_threads": self.candidate_threads(), "tasks": _tasks()}
+
+    def state(self) -> dict[str, Any]:
+        modes = {}
+        try:
+            modes = {"torch_function": int(torch._C._len_torch_function_stack()),
+                     "torch_dispatch": int(torch._C._len_torch_dispatch_stack())}
+        except Exception:
+            pass
+        return {
+            "patched": self.snapshot.changes() + self.extra_patches,
+            "modes": modes,
+            "trace_hooks": bool(sys.gettrace() or sys.getprofile()),
+            "python_threads": [t.name for t in threading.enumerate()
+                               if t.ident not in self.start_threads],
+            "candidate_threads": self.candidate_threads(),
+            "tasks": _tasks(),
+            "children": _children(),
+        }
+
+    # --- commands ------------------------------------------------------------------------------
+    def probe_load(self, header: dict, init_inputs: Any) -> tuple[dict, Any]:
+        from . import loading
+
+        original = loading.build_model
+        seen: dict[str, Any] = {}
+
+        def recording_build_model(cls: Any, init: list, *args: Any, **kwargs: Any) -> Any:
+            seen["init_inputs"] = describe(init)
+            return original(cls, init, *args, **kwargs)
+
+        loading.build_model = recording_build_model
+        try:
+            reply, value = super().load(header, init_inputs)
+        finally:
+            if loading.build_model is not recording_build_model:
+                self.extra_patches.append("evaluation.harness.loading.build_model")
+            loading.build_model = original
+        reply["probe"] = {"init_inputs": seen.get("init_inputs"), **self.state()}
+        return reply, value
+
+    def probe_run(self, header: dict, inputs: Any) -> tuple[dict, Any]:
+        _poison(header.get("poison"), self.device)
+        threads_before = {t.ident for t in threading.enumerate()}
+        tasks_before, children_before = _tasks(), _children()
+        reply, value = super().run(inputs)
+        if not reply.get("ok"):
+            return reply, value
+        leaves = flatten_output(value)
+        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        out_ptrs = {storage_ptr(t) for t in tensors} - {0}
+        prev_ptrs = {storage_ptr(t) for t in self.previous_outputs} - {0}
+        self.previous_outputs = tensors  # kept alive: an honest allocator cannot hand them out
+        reply["probe"] = {
+            "types": [type(t).__name__ for t in leaves],
+            "exact_types": all(type(t) is torch.Tensor for t in tensors),
+            "reused_previous_output": bool(out_ptrs & prev_ptrs),
+            "new_threads": [t.name for t in threading.enumerate()
+                            if t.ident not in threads_before],
+            "candidate_threads": self.candidate_threads(),
+            "tasks": [tasks_before, _tasks()],
+            "new_children": sorted(set(_children()) - set(children_before)),
+        }
+        return reply, value
+
+    def probe_time(self, header: dict) -> tuple[dict, Any]:
+        spec = header.get("probe") if isinstance(header.get("probe"), dict) else {}
+        recorder = CallRecorder(
+            self.model, self.sets or [], self.device,
+            family=str(self.refresh.get("family", "none")),
+            refresh_seed=int(self.refresh.get("seed", 0)),
+            sample_seed=int(spec.get("sample_seed", 0)),
+            watch=self.watch, keep_calls=int(spec.get("keep_calls", KEEP_CALLS)),
+        )
+        model = self.model
+        self.model = recorder
+        try:
+            reply, _ = super().time(header, self.sets)
+        finally:
+            self.model = model
+        if not reply.get("ok"):
+            return reply, None
+        late_calls, late = recorder.late_samples()
+        reply["probe_calls"] = recorder.calls
+        reply["probe_calls_made"] = recorder.count
+        reply["probe_errors"] = recorder.errors
+        reply["probe_late_calls"] = late_calls
+        reply["probe"] = self.state()
+        return reply, {"samples": recorder.samples, "late": late}
+
+    def profile(self) -> tuple[dict, Any]:
+        """One more call, on the first timing set, under the profilers (never timed)."""
+        if not self.sets or self.model is None:
+            return {"ok": False, "verdict": "harness_error", "error": "nothing to profile"}, None
+        inputs = self.sets[0]
+        own = OwnCodeProfile(self.candidate_prefix)
+        kernels: dict[str, float] = {}
+        on_gpu = self.device != "cpu"
+        try:
+            if on_gpu:
+                from torch.profiler import ProfilerActivity, profile
+
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    host_s = self._profiled_call(own, inputs)
+                for e in prof.key_averages():
+                    us = getattr(e, "self_device_time_total", None)
+                    if us is None:
+                        us = getattr(e, "self_cuda_time_total", 0.0)
+                    if us and us > 0:
+                        kernels[e.key] = kernels.get(e.key, 0.0) + float(us)
+            else:
+                host_s = self._profiled_call(own, inputs)
+        except BaseException as exc:
+            return self._failure(exc, "runtime_error", "profile"), None
+        top = sorted(kernels.items(), key=lambda kv: -kv[1])[:60]
+        return {"ok": True, "own_calls": own.calls, "own_names": sorted(own.names)[:20],
+                "own_host_ms": own.host_s * 1e3, "call_host_ms": host_s * 1e3,
+                "device_kernels": [[k, v] for k, v in top],
+                "device_total_us": sum(kernels.values())}, None
+
+    def _profiled_call(self, own: OwnCodeProfile, inputs: Any) -> float:
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            sys.setprofile(own.hook)
+            try:
+                out = self.model(*inputs)
+                synchronize(self.device)
+            finally:
+                sys.setprofile(None)
+            elapsed = time.perf_counter() - t0
+        del out
+        return elapsed
+
+
+def describe(value: Any) -> Any:
+    """A JSON description of init inputs (numbers as they are, tensors by dtype, shape, sum)."""
+    if isinstance(value, torch.Tensor):
+        return ["tensor", str(value.dtype), list(value.shape),
+                float(value.double().sum()) if value.numel() else 0.0]
+    if isinstance(value, (list, tuple)):
+        return [describe(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)[:100]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The worker's own main loop, serving ProbeWorker instead of Worker."""
+    from . import worker
+
+    worker.Worker = ProbeWorker  # main() builds `Worker(channel, device)` by this name
+    return worker.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
