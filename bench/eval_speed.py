@@ -10,7 +10,9 @@ to be stored, so every evaluation is measured alone). For each evaluation it pri
 each phase:
 
   queue     submitted -> claimed by the runner (started_at - created_at)
-  start     judge and worker processes: interpreter, torch import, CUDA init (0 when pre-started)
+  pre       whether the evaluation got processes started ahead (a spare)
+  start     handing over the job -> the judge starts compiling: interpreters, imports, CUDA,
+            worker ready, reference loaded (most of it paid ahead when pre-started)
   load      building the candidate: compile, or loading it from the build cache
   inputs    input generation (every trial and timing set, from the server's seeds)
   check     the correctness trials (transfers, candidate, reference, comparison)
@@ -111,7 +113,11 @@ def row_for(label: str, submission, evaluation) -> dict:
     store = None
     if finished and started and harness is not None:
         store = (finished - started).total_seconds() - harness
-    start = (phases.get("process_start") or 0.0) + (phases.get("worker_start") or 0.0)
+    # Up to the judge's "compiling": interpreters, imports, CUDA, worker ready, reference loaded.
+    start = phases.get("startup")
+    if start is None:
+        start = (phases.get("process_start") or 0.0) + (phases.get("worker_start") or 0.0)
+    environment = evaluation.environment or {}
     floor = floor_seconds(evaluation)
     return {
         "label": label,
@@ -134,27 +140,36 @@ def row_for(label: str, submission, evaluation) -> dict:
         "trials": len(evaluation.trials or []),
         "n_timed": [(s or {}).get("n") for s in (evaluation.candidate_stats,
                                                  evaluation.reference_stats)],
-        "prestarted": bool(phases.get("prestarted")),
-        "transfer": phases.get("transfer"),
+        "prestarted": bool((environment.get("sandbox") or {}).get("prestarted")),
+        "transfer": environment.get("transfer"),
         "error": (evaluation.error or "")[:200],
     }
 
 
 def print_table(rows: list[dict], title: str) -> None:
     print(f"\n{title}")
-    head = (f"{'evaluation':22} {'verdict':9} {'queue':>6} {'start':>6} {'load':>6} "
+    head = (f"{'evaluation':22} {'verdict':9} {'pre':3} {'queue':>6} {'start':>6} {'load':>6} "
             f"{'inputs':>6} {'check':>6} {'timing':>6} {'store':>6} {'e2e s':>7} "
             f"{'floor s':>8} {'e2e/floor':>9} {'cand ms':>9} {'speedup':>8}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['label'][:22]:22} {r['verdict'][:9]:9} {fmt(r['queue']):>6} "
+        pre = "yes" if r["prestarted"] else "no"
+        print(f"{r['label'][:22]:22} {r['verdict'][:9]:9} {pre:3} {fmt(r['queue']):>6} "
               f"{fmt(r['start']):>6} {fmt(r['load']):>6} {fmt(r['inputs']):>6} "
               f"{fmt(r['check']):>6} {fmt(r['timing']):>6} {fmt(r['store']):>6} "
               f"{fmt(r['e2e']):>7} {fmt(r['floor'], '.3f'):>8} {fmt(r['ratio'], '.0f'):>9} "
               f"{fmt(r['cand_ms'], '.4g'):>9} {fmt(r['speedup'], '.3g'):>8}")
         if r["verdict"] != "correct" and r["error"]:
             print(f"{'':22} {r['error']}")
+    moved = [r["transfer"] for r in rows if r.get("transfer")]
+    if moved:
+        ipc = sum(t.get("ipc_bytes", 0) for t in moved)
+        host = sum(t.get("host_bytes", 0) for t in moved)
+        errors = {t["ipc_error"] for t in moved if t.get("ipc_error")}
+        print(f"tensors moved between judge and worker: {ipc / 1e9:.2f} GB through GPU memory "
+              f"(CUDA IPC), {host / 1e9:.2f} GB through host memory"
+              + (f"; CUDA IPC off: {sorted(errors)}" if errors else ""))
 
 
 def summarize(rows: list[dict], repeat_prefix: str, wall: float) -> dict:
@@ -175,6 +190,41 @@ def summarize(rows: list[dict], repeat_prefix: str, wall: float) -> dict:
         "repeat_candidate_median_spread": spread,
         "repeat_trials_min": min((r["trials"] for r in repeats), default=None),
     }
+
+
+def precompile(items: list, *, hardware_is_cpu: bool) -> None:
+    """Build every kernel of the set ahead, in parallel on the CPU cores, into the runner's build
+    cache (a `mode: "compile"` job each): the evaluations then measure already compiled
+    kernels, as a runner that compiles ahead of the GPU would see them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.conf import settings
+
+    from evaluation.harness import pool, sandbox
+
+    pool.enable(False)  # no spares in this process: the runner keeps its own
+    jobs = {}
+    for _, problem, source in items:
+        backend = guess_backend(source)
+        if backend not in ("cuda", "cpp") or source in jobs:
+            continue  # Triton compiles at its first call; plain torch has nothing to build
+        jobs[source] = {
+            "mode": "compile", "reference_source": problem.current_version.source,
+            "candidate_source": source, "backend": backend,
+            "device": "cpu" if hardware_is_cpu else "cuda",
+            "build_dir": str(settings.BUILD_CACHE_DIR), "time_limit_s": 600,
+        }
+    if not jobs:
+        return
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=4) as threads:
+        results = list(threads.map(sandbox.run_job, jobs.values()))
+    built = sum(r.get("verdict") == "compiled" for r in results)
+    print(f"compiled ahead: {built}/{len(jobs)} kernels in {time.monotonic() - started:.1f} s "
+          f"(in parallel on the CPU cores)")
+    for r in results:
+        if r.get("verdict") != "compiled":
+            print(f"  not compiled: {r.get('verdict')}: {(r.get('error') or '')[:300]}")
 
 
 def wait_until(predicate, timeout: float, runner: subprocess.Popen, log_path: Path) -> bool:
@@ -198,6 +248,8 @@ def main() -> int:
     parser.add_argument("--before", action="store_true",
                         help="run the slow path (no pre-start, host-memory transfers)")
     parser.add_argument("--only", default="", help="run only the labels that start with this")
+    parser.add_argument("--no-precompile", action="store_true",
+                        help="let the first evaluation of each kernel compile it")
     parser.add_argument("--time-limit", default="300")
     parser.add_argument("--timeout", type=float, default=600, help="per evaluation, seconds")
     parser.add_argument("--json", default="", help="also write the rows to this file")
@@ -257,6 +309,9 @@ def main() -> int:
         else:
             source = (REPO / kernel_file).read_text()
         items.append((label, problems[problem_file], source))
+
+    if not args.no_precompile:
+        precompile(items, hardware_is_cpu=args.cpu)
 
     log_path = var / "runner.log"
     log = open(log_path, "w")  # noqa: SIM115 (open while the runner runs)

@@ -30,8 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import shutil
+import signal
 import socket
 import statistics
 import subprocess

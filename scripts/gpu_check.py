@@ -9,6 +9,13 @@ then a segfaulting, a hanging, an illegal-memory-access and an out-of-memory ker
 followed by a normal evaluation on the same runner; and shows that re-evaluating a compiled
 CUDA kernel spends no time compiling. Prints a table, writes every result as JSON (--out, or
 $OUT/gpu_check.json when $OUT is set), and exits 0 only when every expectation holds.
+
+    python3 scripts/gpu_check.py --problems .kernelbench --only exploits
+
+runs the adversarial suite instead (issue 9): the GPU-only exploit kernels of
+gpu_kernels/exploits/, the CPU suite's kernels (tests/exploits/kernels/) on the GPU, and honest
+kernels that must pass with no flag; it prints, for each exploit class, the kernel, the verdict
+and flags it got and whether that is the expected one (results in $OUT/gpu_exploits.json).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +67,14 @@ SMOKE_SIZES = {"batch_size": 64, "dim": 96, "N": 256, "M": 256, "in_features": 1
                "out_features": 256, "input_size": 128, "output_size": 256}
 
 
-def load_problem(problems: Path, slug: str, smoke: bool = False) -> str:
+def load_problem(problems: Path, slug: str, smoke: bool = False,
+                 sizes: dict[str, int] | None = None) -> str:
     path = problems / f"{slug}.py"
     if not path.exists():
         sys.exit(f"problem file missing: {path} (pass the folder with --problems)")
     source = path.read_text()
-    if smoke:
-        for name, value in SMOKE_SIZES.items():
-            source = re.sub(rf"^{name}\s*=.*$", f"{name} = {value}", source, flags=re.M)
+    for name, value in (SMOKE_SIZES if smoke else sizes or {}).items():
+        source = re.sub(rf"^{name}\s*=.*$", f"{name} = {value}", source, flags=re.M)
     return source
 
 
@@ -108,7 +116,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--build-dir", default=None, help="extension cache (default: a temp dir)")
-    parser.add_argument("--only", default="", help="run only problems whose slug contains this")
+    parser.add_argument("--only", default="",
+                        help="run only problems whose slug contains this; `exploits`: run the "
+                             "adversarial suite only")
     parser.add_argument("--skip-faults", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true",
@@ -122,6 +132,11 @@ def main() -> int:
         args.build_dir = tmp.name
     out_path = args.out or (Path(os.environ["OUT"]) / "gpu_check.json" if os.environ.get("OUT")
                             else None)
+    if args.only == "exploits":
+        status = exploits_check(args, out_path)
+        if tmp is not None:
+            tmp.cleanup()
+        return status
     cases = [(s, b) for s, b in CASES if args.only in s]
     if args.device == "cpu":
         cases = [(s, b) for s, b in cases if b != "cuda"]  # CUDA kernels need a GPU
@@ -257,6 +272,228 @@ def main() -> int:
             print(f"  - {f}")
         return 1
     print("\nCHECK PASSED")
+    return 0
+
+
+# --- the adversarial suite (issue 9) ---------------------------------------------------------
+
+SUITE = REPO / "tests" / "exploits" / "kernels"
+EXPLOITS_DIR = KERNELS / "exploits"
+GELU = "level1/88_MinGPTNewGelu"
+MATMUL = "level1/1_Square_matrix_multiplication_"
+RELU = "level1/19_ReLU"
+# 19_ReLU as published holds 6.4 GB a tensor; a quarter of a GiB shows the same things faster.
+EXPLOIT_SIZES = {RELU: {"dim": 16384}}
+LOOSE = {"atol": 1e-2, "rtol": 1e-2}
+EXPLOIT_TIMING = {"warmup": 3, "min_reps": 20, "max_reps": 100, "target_rel_err": 0.01,
+                  "max_seconds": 1.0, "sets": 3}
+
+
+@dataclass(frozen=True)
+class Exploit:
+    what: str  # the exploit class (or "honest: ...")
+    problem: str
+    kernel: Path
+    backend: str
+    verdict: str
+    flags: frozenset[str] = frozenset()  # must all be there; honest kernels: no flag at all
+    overrides: tuple[tuple[str, Any], ...] = ()
+    gpu_only: bool = True
+
+    @property
+    def honest(self) -> bool:
+        return self.what.startswith("honest")
+
+
+def _case(what: str, problem: str, kernel: Path, backend: str, verdict: str,
+          flags: tuple[str, ...] = (), gpu_only: bool = True, **overrides: Any) -> Exploit:
+    return Exploit(what, problem, kernel, backend, verdict, frozenset(flags),
+                   tuple(sorted(overrides.items())), gpu_only)
+
+
+EXPLOITS = [
+    # GPU-only kernels.
+    _case("work on another stream", GELU, EXPLOITS_DIR / "side_stream.py", "torch", "correct",
+          ("unsynchronized_work",)),
+    _case("reuse of freed memory", GELU, EXPLOITS_DIR / "freed_memory.py", "torch",
+          "rejected", ("stale_memory_output",), gpu_only=False),
+    _case("patching the timer (CUDA events)", GELU, EXPLOITS_DIR / "event_patch.py", "torch",
+          "correct", ("monkeypatch", "unsynchronized_work", "faster_than_light")),
+    _case("CUDA claimed, PyTorch runs", GELU, EXPLOITS_DIR / "cuda_never_called.py", "cuda",
+          "correct", ("backend_not_used",)),
+    _case("Triton claimed, PyTorch runs", GELU, EXPLOITS_DIR / "triton_never_called.py",
+          "triton", "correct", ("backend_not_used",), gpu_only=False),
+    _case("precision downgrade (TF32)", MATMUL, EXPLOITS_DIR / "tf32_matmul.py", "torch",
+          "correct", ("precision_downgrade",), **LOOSE),
+    # The CPU suite's kernels, on the GPU.
+    _case("input mutation", RELU, SUITE / "mutates_input.py", "torch", "rejected",
+          ("input_mutated",), gpu_only=False),
+    _case("output aliasing an input", RELU, SUITE / "aliases_input.py", "torch", "rejected",
+          ("output_aliases_input",), gpu_only=False),
+    _case("result caching (address)", RELU, SUITE / "cache_by_pointer.py", "torch", "rejected",
+          ("result_caching",), gpu_only=False),
+    _case("result caching (object)", RELU, SUITE / "cache_by_id.py", "torch", "rejected",
+          ("result_caching",), gpu_only=False),
+    _case("batch-and-skip across calls", RELU, SUITE / "batch_and_skip.py", "torch",
+          "rejected", ("deferred_output",), gpu_only=False),
+    _case("work in a thread outliving the call", RELU, SUITE / "thread_outlives_call.py",
+          "torch", "rejected", ("background_thread",), gpu_only=False),
+    _case("lazy output (tensor subclass)", RELU, SUITE / "lazy_output.py", "torch", "rejected",
+          ("lazy_output",), gpu_only=False),
+    _case("branching on checked vs timed", RELU, SUITE / "branch_on_timing.py", "torch",
+          "rejected", ("timed_output_incorrect",), gpu_only=False),
+    _case("patching the harness", RELU, SUITE / "patches_harness.py", "torch", "rejected",
+          ("timing_tampered", "monkeypatch"), gpu_only=False),
+    _case("inf in the output", RELU, SUITE / "inf_output.py", "torch", "incorrect",
+          gpu_only=False),
+    # Honest kernels: correct, no flag (no speed-of-light flag on an algebraic shortcut, no
+    # precision flag on an fp32 kernel under a loose tolerance, no backend flag on cuBLAS plus
+    # a small CUDA epilogue).
+    _case("honest: Triton GELU", GELU, KERNELS / GELU / "right.py", "triton", "correct",
+          gpu_only=False),
+    _case("honest: CUDA diag(A) @ B as a row scale", "level1/12_Matmul_with_diagonal_matrices_",
+          KERNELS / "level1/12_Matmul_with_diagonal_matrices_/right.py", "cuda", "correct"),
+    _case("honest: Triton fp32 matmul, loose tolerance", MATMUL, KERNELS / MATMUL / "right.py",
+          "triton", "correct", **LOOSE),
+    _case("honest: cuBLAS GEMM + CUDA epilogue", "level2/76_Gemm_Add_ReLU",
+          KERNELS / "level2/76_Gemm_Add_ReLU/right.py", "cuda", "correct"),
+    _case("honest: PyTorch ReLU", RELU, SUITE / "honest_relu.py", "torch", "correct",
+          gpu_only=False),
+]
+
+
+def peaks_for(device: str) -> dict[str, Any]:
+    """The hardware's peak bandwidth and rates, as the runner passes them in the job."""
+    if device == "cpu":
+        return {}
+    import torch
+
+    try:
+        from gpu_runner.detect import KNOWN_DEVICES
+    except Exception:  # the device host may not carry the runner's dependencies
+        return {}
+    name = torch.cuda.get_device_name(torch.device(device))
+    for key, peaks in KNOWN_DEVICES.items():
+        if key.lower() in name.lower():
+            return {"peak_bandwidth_gbs": peaks.get("bandwidth_gbs"),
+                    "peak_tflops": peaks.get("tflops", {})}
+    return {}
+
+
+def evaluate_exploit(args: argparse.Namespace, case: Exploit, peaks: dict[str, Any],
+                     **extra: Any) -> dict:
+    job = {
+        "mode": "evaluate",
+        "reference_source": load_problem(args.problems, case.problem, args.smoke,
+                                         EXPLOIT_SIZES.get(case.problem)),
+        "candidate_source": case.kernel.read_text(),
+        "backend": case.backend,
+        "precision": "fp32",
+        "device": args.device,
+        "seed": int.from_bytes(os.urandom(6), "little"),
+        "n_trials": 3,
+        "timing": dict(EXPLOIT_TIMING),
+        "build_dir": args.build_dir,
+        "time_limit_s": 300,
+        **peaks,
+    }
+    job.update(dict(case.overrides))
+    job.update(extra)
+    started = time.monotonic()
+    result = run_job(job)
+    result["wall_s"] = time.monotonic() - started
+    return result
+
+
+def same_process_freed_memory(args: argparse.Namespace) -> str:
+    """What the freed-memory kernel does to an evaluator that runs the reference in its own
+    process first (for the table only: ours never does)."""
+    if args.device == "cpu":
+        return "skipped on the CPU"
+    import importlib.util
+
+    import torch
+
+    namespace: dict[str, Any] = {}
+    exec(compile(load_problem(args.problems, GELU, args.smoke), "<reference>", "exec"),
+         namespace)
+    spec = importlib.util.spec_from_file_location("kb_freed", EXPLOITS_DIR / "freed_memory.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with torch.no_grad(), torch.device(args.device):
+        x = namespace["get_inputs"]()[0]
+        out = namespace["Model"]()(x)
+        expected = out.clone()
+        del out
+        torch.cuda.synchronize()
+        got = module.ModelNew()(x)
+        fooled = bool(torch.allclose(got, expected))
+    del x, expected, got
+    torch.cuda.empty_cache()
+    return f"in one process, the kernel's output {'IS' if fooled else 'is not'} the " \
+           "reference's freed output"
+
+
+def exploits_check(args: argparse.Namespace, out_path: Path | None) -> int:
+    cases = [c for c in EXPLOITS if args.device != "cpu" or not c.gpu_only]
+    peaks = peaks_for(args.device)
+    print(f"adversarial suite: {len(cases)} kernels on {args.device}; peaks {peaks or 'none'}",
+          flush=True)
+    builds = [c for c in cases if c.backend == "cuda"]
+    with ThreadPoolExecutor(max_workers=max(1, min(4, len(builds)))) as pool:
+        compiled = list(pool.map(lambda c: evaluate_exploit(args, c, peaks, mode="compile",
+                                                            time_limit_s=600), builds))
+    for case, res in zip(builds, compiled, strict=True):
+        print(f"  compiled {case.kernel.relative_to(REPO)}: {res['verdict']} {short(res)}",
+              flush=True)
+    rows, failures, records = [], [], []
+    for case in cases:
+        res = evaluate_exploit(args, case, peaks)
+        flags = set(res.get("flags") or [])
+        if case.honest:
+            ok = res["verdict"] == "correct" and not flags
+        else:
+            ok = res["verdict"] == case.verdict and case.flags <= flags
+        if not ok:
+            failures.append(f"{case.what}: expected {case.verdict} {sorted(case.flags)}, got "
+                            f"{res['verdict']} {sorted(flags)} {short(res)}")
+        checks = res.get("checks") or {}
+        print(f"  {case.what}: {res['verdict']} {sorted(flags) or '-'} "
+              f"({'ok' if ok else 'UNEXPECTED'}, {res['wall_s']:.1f} s) {short(res)[:80]}",
+              flush=True)
+        rows.append((case, res, ok))
+        records.append({"class": case.what, "kernel": str(case.kernel.relative_to(REPO)),
+                        "problem": case.problem, "backend": case.backend,
+                        "expected": {"verdict": case.verdict, "flags": sorted(case.flags)},
+                        "verdict": res["verdict"], "flags": sorted(flags), "ok": ok,
+                        "error": res.get("error"), "checks": checks,
+                        "candidate": res.get("candidate"), "reference": res.get("reference"),
+                        "static_risk": (res.get("static_report") or {}).get("risk")})
+    note = same_process_freed_memory(args)
+    print()
+    head = f"{'exploit class':42} {'kernel':40} {'verdict':10} {'flags':44} ok"
+    print(head)
+    print("-" * len(head))
+    for case, res, ok in rows:
+        kernel = str(case.kernel.relative_to(REPO)).replace("gpu_kernels/", "").replace(
+            "tests/exploits/kernels/", "suite/")
+        flags = ",".join(sorted(res.get("flags") or [])) or "-"
+        print(f"{case.what[:42]:42} {kernel[:40]:40} {res['verdict']:10} {flags[:44]:44} "
+              f"{'yes' if ok else 'NO'}")
+    print(f"\nfreed memory: {note}")
+    if out_path:
+        path = out_path.with_name("gpu_exploits.json") if out_path.name == "gpu_check.json" \
+            else out_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"cases": records, "freed_memory_same_process": note},
+                                   indent=1, default=str))
+        print(f"results: {path}")
+    if failures:
+        print("\nEXPLOIT CHECK FAILED:")
+        for f in failures:
+            print(f"  - {f}")
+        return 1
+    print("\nEXPLOIT CHECK PASSED")
     return 0
 
 

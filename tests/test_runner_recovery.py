@@ -50,6 +50,7 @@ def test_a_submission_whose_runner_was_killed_is_evaluated_exactly_once_by_the_n
     assert Evaluation.objects.filter(submission=submission).count() == 1
 
 
+@pytest.mark.timeout(900)
 def test_a_submission_that_keeps_killing_runners_is_stopped_while_the_queue_drains(
     user, cpu_hardware, relu_problem, start_runner, settings
 ):

@@ -16,6 +16,7 @@ from tests.conftest import kernel_source, wait_for
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 
+@pytest.mark.timeout(900)
 def test_two_runners_share_one_queue_and_evaluate_each_submission_exactly_once(
     user, cpu_hardware, relu_problem, start_runner
 ):

@@ -10,10 +10,10 @@ ready: `run_job` takes it for the next job that fits it (same device, limits, bu
 environment) and launches the next spare at once.
 
 No state leaks between submissions: a pair serves exactly one evaluation, and then the whole
-tree is killed like any other. A spare touches no GPU before its job arrives (CUDA is
-initialised once the job is there), so starting it never disturbs the timing of the evaluation
-running next to it; on the CPU the spare is started only after the running evaluation has
-finished timing, so it does not compete for the cores being timed either.
+tree is killed like any other. The next spare starts when a job is handed over, next to the
+running evaluation (on a GPU both of its processes create their CUDA context ahead too), and it
+disturbs none of that evaluation's timings: it is stopped (SIGSTOP to its process group) while
+the running evaluation is being timed, and continued (SIGCONT) once that one has its result.
 
 Runner side (the sandbox): `Launch`, `spawn`, `Pool`. Sandbox side: `main` (imports torch
 lazily, like the rest of the judge).
@@ -27,6 +27,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -85,9 +86,24 @@ class Launch:
     spawned_at: float
     spare: bool
     closed: bool = field(default=False)
+    paused: bool = field(default=False)
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGCONT)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def ready(self, timeout: float = 0.0) -> bool:
+        """Whether the launched judge said it is ready for its job (its first event line, which
+        it writes once its worker is up and everything is imported). Nothing is read here."""
+        if self.ev_r < 0:
+            return False
+        readable, _, _ = select.select([self.ev_r], [], [], max(timeout, 0.0))
+        return bool(readable)
 
     def kill_group(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -166,11 +182,29 @@ class Pool:
         self.hits = 0
         self.misses = 0
 
+    def pause(self) -> None:
+        """Stop the spare (SIGSTOP to its process group) while an evaluation is being timed on
+        the CPU, so that its start-up work takes no cycles from the cores being timed."""
+        with self.lock:
+            spare = self.spare
+            if spare is None or spare.paused:
+                return
+            spare.paused = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(spare.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with self.lock:
+            spare = self.spare
+        if spare is not None:
+            spare.resume()
+
     def take(self, key: str) -> Launch | None:
         with self.lock:
             spare, self.spare = self.spare, None
         if spare is None:
             return None
+        spare.resume()
         if spare.key == key and spare.alive():
             self.hits += 1
             return spare
@@ -215,7 +249,7 @@ def enable(on: bool = True) -> None:
 
 # --- the launched process ---------------------------------------------------------------------
 
-def _prepare_worker(judge: Any, spec: dict[str, Any]) -> None:
+def _prepare_worker(judge: Any, spec: dict[str, Any]) -> Any:
     """Start the judge's worker now, and hand it to the judge when it asks for one.
 
     The judge builds `WorkerHandle(device, limits, log_limit, workdir)` at the start of its
@@ -228,7 +262,8 @@ def _prepare_worker(judge: Any, spec: dict[str, Any]) -> None:
     try:
         prepared = [original(*args)]
     except Exception:
-        return  # the judge starts its own worker, as it always did
+        return None  # the judge starts its own worker, as it always did
+    handle = prepared[0]
 
     def worker_handle(device: str, limits: dict, log_limit: int, workdir: Path) -> Any:
         handle = prepared.pop() if prepared else None
@@ -240,17 +275,23 @@ def _prepare_worker(judge: Any, spec: dict[str, Any]) -> None:
         return original(device, limits, log_limit, workdir)
 
     judge.WorkerHandle = worker_handle
+    return handle
 
 
-def _preimport(device: str) -> None:
-    """What the judge imports once its job is there, imported now (no GPU is touched)."""
-    import torch  # noqa: F401
+def _preimport(device: str, spare: bool) -> None:
+    """What the judge imports once its job is there, imported now; a spare on a GPU creates its
+    CUDA context now too (the first one on an idle GPU can take seconds)."""
+    import torch
 
     from . import compare, environment, loading, protocol, timing  # noqa: F401
 
     for name in ("exploits", "probe", "speed_of_light", "static_report", "validate"):
         with contextlib.suppress(Exception):
             __import__(f"{__package__}.{name}")
+    if spare and device != "cpu":
+        with contextlib.suppress(Exception):
+            torch.empty(1, device=device).zero_()
+            torch.cuda.synchronize(device)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,9 +308,14 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["KB_WORKER_PREIMPORT"] = "1"
     from . import judge
 
-    _prepare_worker(judge, spec)
+    handle = _prepare_worker(judge, spec)
     os.environ.pop("KB_WORKER_PREIMPORT", None)
-    _preimport(spec["device"])
+    _preimport(spec["device"], bool(spec.get("spare")))
+    if spec.get("spare"):
+        # Ready when the worker is: its "ready" frame waits in the pipe (left for the judge).
+        if handle is not None:
+            select.select([handle.channel.rfd], [], [], 600)
+        judge.Events(args.event_fd).emit({"type": "spare_ready"})
     return judge.main(["--job-fd", str(args.job_fd), "--event-fd", str(args.event_fd)])
 
 

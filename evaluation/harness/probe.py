@@ -51,14 +51,15 @@ REFRESH_FAMILIES = ("signed", "positive", "none")
 def refresh_scale(seed: int, j: int, k: int, family: str) -> float:
     """The factor input set `j` carries at its k-th use (k=0: as the judge made it).
 
-    Multiples of 1/64 in [0.5, 1), negative half of the time for the signed family: shrinking
-    keeps inputs in their valid ranges (probabilities, positive values), the sign keeps
-    scale-invariant problems (normalisations, argmax) from giving the same output.
+    In [0.5, 1) (drawn from a continuum, so no two uses of a set ever carry the same values),
+    negative half of the time for the signed family: shrinking keeps inputs in their valid
+    ranges (probabilities, positive values), the sign keeps scale-invariant problems
+    (normalisations, argmax) from giving the same output.
     """
     if k == 0 or family == "none":
         return 1.0
     rng = random.Random(f"kb-refresh:{seed}:{j}:{k}")
-    value = rng.randint(32, 63) / 64.0
+    value = 0.5 + 0.5 * rng.random()
     if family == "signed" and rng.random() < 0.5:
         value = -value
     return value
@@ -297,7 +298,8 @@ class Snapshot:
 
     SYS_NAMES = ("_getframe", "_current_frames", "settrace", "setprofile", "gettrace",
                  "getprofile", "getrefcount", "exit", "modules")
-    OS_NAMES = ("write", "read", "_exit", "kill", "getpid", "fork")
+    OS_NAMES = ("write", "read", "_exit", "kill", "getpid", "fork", "listdir")
+    THREADING_NAMES = ("enumerate", "main_thread", "active_count", "current_thread", "Thread")
 
     def __init__(self) -> None:
         import builtins
@@ -309,12 +311,12 @@ class Snapshot:
         from . import errors, loading, process, protocol, timing, worker
 
         spaces: dict[str, Any] = {
-            "torch": torch, "torch.Tensor": torch.Tensor, "torch._C": torch._C,
+            "torch": torch, "torch.Tensor": torch.Tensor,
             "torch._C.TensorBase": torch._C.TensorBase, "torch.nn.functional": functional,
             "torch.nn.Module": torch.nn.Module, "torch.cuda": torch.cuda,
-            "torch.cuda.Event": torch.cuda.Event, "torch.autograd": torch.autograd,
+            "torch.cuda.Event": torch.cuda.Event,
             "time": time, "statistics": statistics, "math": math, "gc": gc,
-            "builtins": builtins, "threading": threading,
+            "builtins": builtins,
             "evaluation.harness.worker": worker, "evaluation.harness.protocol": protocol,
             "evaluation.harness.timing": timing, "evaluation.harness.loading": loading,
             "evaluation.harness.errors": errors, "evaluation.harness.process": process,
@@ -326,8 +328,11 @@ class Snapshot:
         for label, obj in spaces.items():
             items = {k: v for k, v in vars(obj).items() if _is_callable_like(v)}
             self.saved[label] = (obj, items)
-        self.saved["sys"] = (sys, {k: getattr(sys, k) for k in self.SYS_NAMES if hasattr(sys, k)})
-        self.saved["os"] = (os, {k: getattr(os, k) for k in self.OS_NAMES if hasattr(os, k)})
+        # Modules whose other attributes change in normal life: only what the probes rely on.
+        for label, module, names in (("sys", sys, self.SYS_NAMES), ("os", os, self.OS_NAMES),
+                                     ("threading", threading, self.THREADING_NAMES)):
+            self.saved[label] = (module, {k: getattr(module, k) for k in names
+                                          if hasattr(module, k)})
 
     def changes(self) -> list[str]:
         libs = _library_dirs()
@@ -413,18 +418,40 @@ class OwnCodeProfile:
 
     def __init__(self, candidate_prefix: str):
         self.prefix = candidate_prefix
-        self.system = tuple({sys.prefix, sys.base_prefix, os.path.dirname(os.__file__)})
         self.calls = 0
         self.depth = 0
         self.started = 0.0
         self.host_s = 0.0
         self.frames: set[int] = set()
         self.names: set[str] = set()
+        self.own_ids, self.own_modules = self._extension_functions()
+
+    def _extension_functions(self) -> tuple[set[int], set[str]]:
+        """The functions of shared objects the candidate built: load_inline puts them under
+        TORCH_EXTENSIONS_DIR (in the build folder) and does not list them in sys.modules, so
+        they are found among live module objects."""
+        import gc
+
+        roots = [self.prefix, os.environ.get("TMPDIR") or ""]
+        ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+        if ext_dir:
+            roots.append(str(Path(ext_dir).parent.parent))
+        roots_t = tuple(r.rstrip(os.sep) + os.sep for r in roots if r)
+        libs = _library_dirs()
+        ids: set[int] = set()
+        names: set[str] = set()
+        for obj in gc.get_objects():
+            if not isinstance(obj, types.ModuleType):
+                continue
+            path = str(getattr(obj, "__file__", "") or "")
+            if path.endswith(".so") and path.startswith(roots_t) and not path.startswith(libs):
+                names.add(obj.__name__)
+                ids.update(id(v) for v in vars(obj).values() if callable(v))
+        return ids, names
 
     def _own_c(self, func: Any) -> bool:
-        mod = getattr(func, "__self__", None)
-        path = getattr(mod, "__file__", None) if isinstance(mod, types.ModuleType) else None
-        return bool(path and path.endswith(".so") and not path.startswith(self.system))
+        # pybind11 functions carry their module's name (their __self__ is a capsule).
+        return id(func) in self.own_ids or getattr(func, "__module__", None) in self.own_modules
 
     def _own_triton(self, frame: Any) -> bool:
         obj = frame.f_locals.get("self")

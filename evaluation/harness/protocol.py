@@ -28,12 +28,14 @@ str-keyed dicts of these.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import select
 import struct
 import time
+from collections.abc import Iterator
 from typing import Any
 
 MAX_HEADER = 64 * 1024 * 1024  # a JSON header is small; anything bigger is garbage
@@ -115,6 +117,32 @@ def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
+# Tensors on these devices travel through the boxes. A test adds "cpu" (with host-memory boxes
+# in place of Box and open_box) to run this protocol's GPU path where there is no GPU.
+IPC_DEVICE_TYPES = ["cuda"]
+
+
+def _in_box_kind(t: Any) -> bool:
+    return t.device.type in IPC_DEVICE_TYPES
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _device_memory(device: Any) -> int:
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.get_device_properties(dev).total_memory)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 # --- CUDA IPC through the driver API ----------------------------------------------------------
 
 class _IpcHandle(ctypes.Structure):
@@ -176,33 +204,48 @@ class _CudaArray:
         }
 
 
-def _current_context(device: str) -> Any:
-    """Make the device's primary context current on this thread (a no-op copy does it)."""
+@contextlib.contextmanager
+def _on_device(device: str) -> Iterator[Any]:
+    """Make the device's primary context current on this thread for the driver calls inside
+    (torch binds it on its first runtime call there), and give the device with its index."""
     import torch
 
     dev = torch.device(device)
-    torch.empty(1, device=dev).zero_()
-    torch.cuda.synchronize(dev)
-    return dev
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    with torch.cuda.device(dev):
+        torch.empty(1, device=dev).zero_()
+        torch.cuda.synchronize(dev)
+        context = ctypes.c_void_p()
+        drv = _Driver.get()
+        drv.check(drv.ctx_current(ctypes.byref(context)), "cuCtxGetCurrent")
+        if not context.value:
+            raise CudaIpcError("no current CUDA context")
+        yield dev
+
+
+def _wrap(array: _CudaArray, dev: Any) -> Any:
+    import torch
+
+    tensor = torch.as_tensor(array, device=dev)
+    if tensor.data_ptr() != array.__cuda_array_interface__["data"][0] or tensor.device != dev:
+        raise CudaIpcError("torch did not wrap the device memory in place")
+    return tensor
 
 
 class Box:
     """A device buffer of the judge, exported to the worker. Never freed: see the module doc."""
 
     def __init__(self, device: str, nbytes: int):
-        import torch
-
         drv = _Driver.get()
-        dev = _current_context(device)
-        ptr = ctypes.c_uint64()
-        drv.check(drv.mem_alloc(ctypes.byref(ptr), nbytes), "cuMemAlloc")
-        self.ptr, self.nbytes = ptr.value, nbytes
-        handle = _IpcHandle()
-        drv.check(drv.get_handle(ctypes.byref(handle), self.ptr), "cuIpcGetMemHandle")
-        self.handle = bytes(handle.reserved).hex()
-        self.tensor = torch.as_tensor(_CudaArray(self.ptr, nbytes), device=dev)
-        if self.tensor.data_ptr() != self.ptr:
-            raise CudaIpcError("torch did not wrap the box in place")
+        with _on_device(device) as dev:
+            ptr = ctypes.c_uint64()
+            drv.check(drv.mem_alloc(ctypes.byref(ptr), nbytes), "cuMemAlloc")
+            self.ptr, self.nbytes = ptr.value, nbytes
+            handle = _IpcHandle()
+            drv.check(drv.get_handle(ctypes.byref(handle), self.ptr), "cuIpcGetMemHandle")
+            self.handle = bytes(handle.reserved).hex()
+            self.tensor = _wrap(_CudaArray(self.ptr, nbytes), dev)
 
     def describe(self) -> dict[str, Any]:
         return {"handle": self.handle, "bytes": self.nbytes}
@@ -223,8 +266,6 @@ class _Mapping:
 
 def open_box(device: str, description: Any) -> Any:
     """Map a judge's box in this (the worker's) process; returns a uint8 tensor over it."""
-    import torch
-
     if not isinstance(description, dict):
         raise CudaIpcError("malformed box")
     raw = bytes.fromhex(str(description.get("handle", "")))
@@ -232,13 +273,14 @@ def open_box(device: str, description: Any) -> Any:
     if len(raw) != 64 or not 0 < nbytes <= _MAX_BOX:
         raise CudaIpcError("malformed box")
     drv = _Driver.get()
-    dev = _current_context(device)
-    handle = _IpcHandle()
-    ctypes.memmove(ctypes.addressof(handle), raw, 64)
-    ptr = ctypes.c_uint64()
-    drv.check(drv.open_handle(ctypes.byref(ptr), handle, 1), "cuIpcOpenMemHandle")  # lazy peer
-    tensor = torch.as_tensor(_CudaArray(ptr.value, nbytes, _Mapping(ptr.value)), device=dev)
-    return tensor
+    with _on_device(device) as dev:
+        handle = _IpcHandle()
+        ctypes.memmove(ctypes.addressof(handle), raw, 64)
+        ptr = ctypes.c_uint64()
+        flags = 1  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+        drv.check(drv.open_handle(ctypes.byref(ptr), handle, flags), "cuIpcOpenMemHandle")
+        mapping = _Mapping(ptr.value)
+        return _wrap(_CudaArray(ptr.value, nbytes, mapping), dev)
 
 
 # --- the channel ------------------------------------------------------------------------------
@@ -320,9 +362,9 @@ class Channel:
     def send(self, header: dict, value: Any = None) -> None:
         tensors: list[Any] = []
         encoded = self._encode(value, tensors)
-        on_device = [t for t in tensors if t.device.type == "cuda"]
+        on_device = [t for t in tensors if _in_box_kind(t)]
         frame = dict(header)
-        if self.role == "judge" and self.ipc is None:
+        if self.role == "judge" and self.ipc is None and header.get("cmd") != "exit":
             # The first message (the candidate to load) carries the probe, so that the
             # answer is in before the first inputs travel.
             self._start_probe(frame)
@@ -335,7 +377,7 @@ class Channel:
         metas = []
         offset = 0  # in the memfd
         box_offset = 0  # in the box
-        if any(not (use_ipc and t.device.type == "cuda") for t in tensors):
+        if any(not (use_ipc and _in_box_kind(t)) for t in tensors):
             os.ftruncate(self.send_mem, 0)  # drop the previous message's bytes
         box = None
         if use_ipc:
@@ -344,7 +386,7 @@ class Channel:
             nbytes = t.numel() * t.element_size()
             meta = {"dtype": str(t.dtype), "shape": list(t.shape), "device": str(t.device),
                     "nbytes": nbytes}
-            if use_ipc and t.device.type == "cuda":
+            if use_ipc and _in_box_kind(t):
                 if nbytes:
                     box[box_offset:box_offset + nbytes].copy_(_device_bytes(t))
                 meta.update(ipc=True, offset=box_offset)
@@ -361,26 +403,33 @@ class Channel:
                 self.stats["host_bytes"] += nbytes
             metas.append(meta)
         if use_ipc:
-            import torch
-
             # Written before the frame says so: the peer reads the box as soon as it has it.
-            torch.cuda.synchronize(box.device)
+            _sync(box.device)
         frame["value"] = encoded
         frame["tensors"] = metas
         self.stats["messages"] += 1
         self._frame(frame)
+        if tensors:
+            self._note()
+
+    def _note(self) -> None:
+        """How tensors travelled, in the judge's result (environment["transfer"])."""
+        if self.role != "judge":
+            return
+        from .environment import note
+
+        note("transfer", {"cuda_ipc": bool(self.ipc), **self.stats,
+                          **({"ipc_error": self.ipc_error} if self.ipc_error else {})})
 
     def _judge_prepare(self, frame: dict, on_device: list[Any]) -> bool:
         """Judge: make sure the in-box can hold this message; announce a new box in the frame."""
         need = sum(_aligned(t.numel() * t.element_size()) for t in on_device)
         if need <= self.in_box.nbytes:
             return True
-        import torch
-
         device = on_device[0].device
         # Room for a few messages like this one (the timing sets travel together), so that
         # the box rarely grows again; never a large share of the device for it, though.
-        total = torch.cuda.get_device_properties(device).total_memory
+        total = _device_memory(device)
         sizes = [4 * need, need] if 4 * need <= total // 4 else [need]
         for size in sizes:
             try:
@@ -426,7 +475,7 @@ class Channel:
             device = self.in_box.tensor.device
             pattern = torch.randint(0, 256, (_PROBE_BYTES,), dtype=torch.uint8, device=device)
             self.in_box.tensor[:_PROBE_BYTES].copy_(pattern)
-            torch.cuda.synchronize(device)
+            _sync(device)
         except Exception as exc:
             self._disable(exc)
             self.in_box = self.out_box = None
@@ -446,7 +495,7 @@ class Channel:
         if pattern is None:
             return
         if ok:
-            torch.cuda.synchronize(pattern.device)
+            _sync(pattern.device)
             echoed = self.out_box.tensor[:_PROBE_BYTES].clone()
             ok = bool(torch.equal(echoed, pattern))
             error = "" if ok else "the worker's echo did not match"
@@ -469,11 +518,13 @@ class Channel:
             break
         target = device or self.device
         tensors = [self._read_tensor(meta, target) for meta in frame.pop("tensors", []) or []]
-        if any(t.device.type == "cuda" for t in tensors):
-            import torch
-
-            # Our copies are complete before the peer may write the box again.
-            torch.cuda.synchronize(next(t for t in tensors if t.device.type == "cuda").device)
+        if tensors:
+            self._note()
+        for t in tensors:
+            if _in_box_kind(t):
+                # Our copies are complete before the peer may write the box again.
+                _sync(t.device)
+                break
         value = self._decode(frame.pop("value", None), tensors)
         return frame, value
 
@@ -514,14 +565,13 @@ class Channel:
 
     def _answer_probe(self, probe: Any) -> None:
         """Worker: map both boxes, echo the judge's bytes from the in-box into the out-box."""
-        import torch
 
         try:
             self.in_box = open_box(self.device, probe["in"])
             self.out_box = open_box(self.device, probe["out"])
             n = int(probe["bytes"])
             self.out_box[:n].copy_(self.in_box[:n])
-            torch.cuda.synchronize(self.out_box.device)
+            _sync(self.out_box.device)
             self.ipc = True
             answer: dict[str, Any] = {"probe_result": True}
         except Exception as exc:
@@ -548,7 +598,9 @@ class Channel:
             raise ProtocolError("tensor size does not match its shape")
         if meta.get("ipc") is True:
             out = self._read_from_box(offset, nbytes, dtype, shape, device)
+            self.stats["ipc_bytes"] += nbytes
         else:
+            self.stats["host_bytes"] += nbytes
             buf = torch.empty(nbytes, dtype=torch.uint8)
             if nbytes:
                 mv = memoryview(buf.numpy())

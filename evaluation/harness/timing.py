@@ -56,6 +56,11 @@ def median_rel_err(samples: Sequence[float]) -> float:
     return 1.2533 * sigma / math.sqrt(n) / med
 
 
+def is_stable(samples: Sequence[float], min_reps: int, target_rel_err: float) -> bool:
+    """The stop rule: enough samples, and the median's relative standard error small enough."""
+    return len(samples) >= min_reps and median_rel_err(samples) <= target_rel_err
+
+
 def summarize(samples: Sequence[float]) -> dict[str, Any] | None:
     if not samples:
         return None
@@ -75,9 +80,9 @@ def time_callable(
     device: str,
     *,
     warmup: int = 3,
-    min_reps: int = 10,
+    min_reps: int = 20,
     max_reps: int = 200,
-    target_rel_err: float = 0.005,
+    target_rel_err: float = 0.0025,
     max_seconds: float = 10.0,
     flush_l2: bool = True,
     cpu_threads: int | None = 1,
@@ -175,7 +180,7 @@ def _timed_loop(
             wall.append((t1 - t0) * 1e3)
             del out
             n = len(samples)
-            if n >= min_reps and median_rel_err(samples) <= target_rel_err:
+            if is_stable(samples, min_reps, target_rel_err):
                 stopped = "stable"
                 break
             if time.perf_counter() - loop_start > max_seconds and n >= min(3, max_reps):

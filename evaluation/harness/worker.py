@@ -225,8 +225,9 @@ def _read_log(path: Path, limit: int = 64 * 1024) -> str:
 
 def preimport(device: str) -> None:
     """Import what every evaluation needs before saying ready, so that a worker started ahead
-    of its job (evaluation/harness/pool.py sets KB_WORKER_PREIMPORT=1) has paid for it; the
-    extension and Triton machinery too when started ahead. Nothing here runs candidate code."""
+    of its job (evaluation/harness/pool.py sets KB_WORKER_PREIMPORT=1) has paid for it; when
+    started ahead, the extension and Triton machinery too, and the CUDA context. Nothing here
+    runs candidate code."""
     import torch
 
     from . import loading, timing  # noqa: F401
@@ -234,10 +235,13 @@ def preimport(device: str) -> None:
     if os.environ.get("KB_WORKER_PREIMPORT") != "1":
         return
     with contextlib.suppress(Exception):
-        import torch.utils.cpp_extension  # noqa: F401
+        import torch.utils.cpp_extension
     if device != "cpu":
         with contextlib.suppress(Exception):
             import triton  # noqa: F401
+        with contextlib.suppress(Exception):
+            torch.empty(1, device=device).zero_()  # the CUDA context, ahead of the job
+            torch.cuda.synchronize(device)
 
 
 def main(argv: list[str] | None = None) -> int:

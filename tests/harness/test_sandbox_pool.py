@@ -1,0 +1,148 @@
+"""Judges started ahead (evaluation/harness/pool.py): a spare serves exactly one evaluation, only
+one of its own kind, leaks nothing to the next, and dies with its runner."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evaluation.harness import pool
+from evaluation.harness.sandbox import run_job
+
+from . import problems as p
+from .conftest import make_job
+
+RIGHT = p.RELU.replace("class Model(", "class ModelNew(")
+
+# Leaves traces everywhere a later evaluation could look: its folder, the interpreter's modules,
+# torch, the environment. The next candidate fails if it sees any of them.
+LEAVES_TRACES = RIGHT.replace("import torch.nn as nn", """import torch.nn as nn
+import os, sys
+open("trace.txt", "w").write("x")
+torch._kb_trace = 1
+sys.modules["kb_trace"] = sys
+os.environ["KB_TRACE"] = "1"
+""")
+CHECKS_TRACES = RIGHT.replace("import torch.nn as nn", """import torch.nn as nn
+import os, sys
+assert not os.path.exists("trace.txt"), "a file of the previous evaluation"
+assert not hasattr(torch, "_kb_trace"), "torch state of the previous evaluation"
+assert "kb_trace" not in sys.modules, "a module of the previous evaluation"
+assert "KB_TRACE" not in os.environ, "the environment of the previous evaluation"
+""")
+
+
+@pytest.fixture
+def prestart() -> Iterator[None]:
+    pool.enable(True)
+    try:
+        yield
+    finally:
+        pool.enable(False)  # kills the spare left over
+
+
+def _spare() -> pool.Launch:
+    spare = pool.POOL.spare
+    assert spare is not None, "a spare should be waiting for the next job"
+    assert spare.ready(timeout=120), "the spare never got ready"
+    return spare
+
+
+def test_the_next_evaluation_takes_the_spare_and_starts_faster(prestart):
+    first = run_job(make_job(p.RELU, RIGHT))
+    assert first["verdict"] == "correct", first["error"]
+    assert first["environment"]["sandbox"]["prestarted"] is False
+    spare = _spare()
+    second = run_job(make_job(p.RELU, RIGHT))
+    assert second["verdict"] == "correct", second["error"]
+    sandbox_env = second["environment"]["sandbox"]
+    assert sandbox_env["prestarted"] is True and sandbox_env["prestarted_ready"] is True
+    assert not spare.alive(), "a spare serves one evaluation and is killed after it"
+    # Interpreters, torch and the worker were ready: what is left is loading the reference.
+    assert second["phases"]["startup"] < first["phases"]["startup"] / 2, (
+        first["phases"], second["phases"])
+    assert set(first["pids"]).isdisjoint(second["pids"]), "a new worker for every evaluation"
+
+
+def test_nothing_of_one_evaluation_reaches_the_next(prestart):
+    first = run_job(make_job(p.RELU, LEAVES_TRACES))
+    assert first["verdict"] == "correct", first["error"]
+    _spare()
+    second = run_job(make_job(p.RELU, CHECKS_TRACES))
+    assert second["environment"]["sandbox"]["prestarted"] is True
+    assert second["verdict"] == "correct", second["error"]
+
+
+def test_a_spare_is_used_only_for_a_job_of_its_own_kind(prestart, tmp_path):
+    run_job(make_job(p.RELU, RIGHT))
+    spare = _spare()
+    other = run_job(make_job(p.RELU, RIGHT, build_dir=str(tmp_path)))
+    assert other["verdict"] == "correct", other["error"]
+    assert other["environment"]["sandbox"]["prestarted"] is False
+    assert not spare.alive(), "the unsuitable spare is discarded, not left running"
+
+
+def test_a_dead_spare_is_replaced_not_used(prestart):
+    run_job(make_job(p.RELU, RIGHT))
+    spare = _spare()
+    spare.kill_group()
+    spare.proc.wait(timeout=10)
+    result = run_job(make_job(p.RELU, RIGHT))
+    assert result["verdict"] == "correct", result["error"]
+    assert result["environment"]["sandbox"]["prestarted"] is False
+
+
+def test_clearing_the_pool_kills_the_spare_and_removes_its_folder(prestart):
+    run_job(make_job(p.RELU, RIGHT))
+    spare = _spare()
+    pids = [spare.proc.pid]
+    workdir = spare.workdir
+    pool.POOL.clear()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{q}") for q in pids):
+        time.sleep(0.05)
+    assert not spare.alive()
+    assert not workdir.exists()
+
+
+def _group_states(pgid: int) -> set[str]:
+    """The states of the processes of a process group ('T': stopped)."""
+    states = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                states.add(fields[0])
+    return states
+
+
+def test_on_the_cpu_the_spare_is_stopped_while_the_evaluation_is_timed(prestart):
+    states: dict[str, set[str]] = {}
+
+    def on_event(event: dict) -> None:
+        spare = pool.POOL.spare
+        if spare is None or event.get("type") != "phase":
+            return
+        deadline = time.monotonic() + 2  # SIGSTOP takes effect asynchronously
+        while True:
+            states[event["phase"]] = _group_states(spare.proc.pid)
+            if event["phase"] != "timing" or states["timing"] == {"T"}:
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+
+    result = run_job(make_job(p.RELU, RIGHT, measure=True), on_event=on_event)
+    assert result["verdict"] == "correct", result["error"]
+    # Stopped, every process of it: no cycles taken from the cores being timed.
+    assert states.get("timing") == {"T"}, states
+    assert "T" not in states.get("checking", {"T"}), states
+    spare = _spare()  # running again, and ready for the next job
+    assert "T" not in _group_states(spare.proc.pid)
