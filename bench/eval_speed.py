@@ -4,6 +4,18 @@
     python3 bench/eval_speed.py --cpu                          # the sample problems on the CPU
     python3 bench/eval_speed.py --cpu --before                 # the slow path, for comparison
 
+On the H200, from the repository root (Django from the carried wheels, as scripts/gpu_check.sh):
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site && \
+    python3 bench/eval_speed.py --kernelbench .kernelbench --json $OUT/after.json && \
+    python3 bench/eval_speed.py --kernelbench .kernelbench --before --only 19_ReLU \
+        --repeats 1 --json $OUT/before.json
+
+Every CUDA kernel of the set is compiled ahead first, in parallel on the CPU cores, into the
+runner's build cache (as a runner compiling ahead of the GPU would), so the evaluations measure
+already compiled kernels; --no-precompile leaves the compiling to the first evaluations.
+
 It sets up a throwaway SQLite site, imports the problems, starts one real `manage.py runner`, and
 submits the kernels one at a time through `submission_create` (each waits for the previous one
 to be stored, so every evaluation is measured alone). For each evaluation it prints the time in
@@ -41,39 +53,40 @@ sys.path.insert(0, str(REPO))
 
 RELU_REPEATS = 5  # already compiled 19_ReLU evaluations: the latency target
 
-# (label, problem file under the problems folder, kernel file in the repo or "=reference")
-GPU_SET = [
-    ("19_ReLU first", "level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_cuda.py"),
-    *[
-        (f"19_ReLU #{i}", "level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_cuda.py")
-        for i in range(1, RELU_REPEATS + 1)
-    ],
-    *[
-        (name.split("_", 1)[0] + f" L{level}", f"level{level}/{name}.py",
-         f"gpu_kernels/level{level}/{name}/right.py")
-        for level, name in [
-            (1, "1_Square_matrix_multiplication_"),
-            (1, "12_Matmul_with_diagonal_matrices_"),
-            (1, "88_MinGPTNewGelu"),
-            (2, "12_Gemm_Multiply_LeakyReLU"),
-            (2, "76_Gemm_Add_ReLU"),
-            (2, "86_Matmul_Divide_GELU"),
-        ]
-    ],
-]
 
-CPU_SET = [
-    ("901_ReLU first", "level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py"),
-    *[
-        (f"901_ReLU #{i}", "level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py")
-        for i in range(1, RELU_REPEATS + 1)
-    ],
-    # The other samples, each against its own reference renamed ModelNew (a correct kernel).
-    ("902_Matmul", "level1/902_Small_Matmul.py", "=reference"),
-    ("903_Softmax", "level1/903_Small_Softmax.py", "=reference"),
-    ("904_Add", "level1/904_Small_Add.py", "=reference"),
-    ("L2 901_Linear_GELU", "level2/901_Small_Linear_GELU.py", "=reference"),
-]
+# (label, problem file under the problems folder, kernel file in the repo or "=reference")
+def gpu_set(repeats: int) -> list[tuple[str, str, str]]:
+    relu = ("level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_cuda.py")
+    return [
+        ("19_ReLU first", *relu),
+        *[(f"19_ReLU #{i}", *relu) for i in range(1, repeats + 1)],
+        *[
+            (name.split("_", 1)[0] + f" L{level}", f"level{level}/{name}.py",
+             f"gpu_kernels/level{level}/{name}/right.py")
+            for level, name in [
+                (1, "1_Square_matrix_multiplication_"),
+                (1, "12_Matmul_with_diagonal_matrices_"),
+                (1, "88_MinGPTNewGelu"),
+                (2, "12_Gemm_Multiply_LeakyReLU"),
+                (2, "76_Gemm_Add_ReLU"),
+                (2, "86_Matmul_Divide_GELU"),
+            ]
+        ],
+    ]
+
+
+def cpu_set(repeats: int) -> list[tuple[str, str, str]]:
+    relu = ("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py")
+    return [
+        ("901_ReLU first", *relu),
+        *[(f"901_ReLU #{i}", *relu) for i in range(1, repeats + 1)],
+        # The other samples, each against its own reference renamed ModelNew (a correct kernel).
+        ("902_Matmul", "level1/902_Small_Matmul.py", "=reference"),
+        ("903_Softmax", "level1/903_Small_Softmax.py", "=reference"),
+        ("904_Add", "level1/904_Small_Add.py", "=reference"),
+        ("L2 901_Linear_GELU", "level2/901_Small_Linear_GELU.py", "=reference"),
+    ]
+
 
 # What --before turns off in the runner's environment (read by evaluation/harness).
 SLOW_PATH_ENV = {"KB_HARNESS_PRESTART": "0", "KB_HARNESS_CUDA_IPC": "0"}
@@ -248,6 +261,8 @@ def main() -> int:
     parser.add_argument("--before", action="store_true",
                         help="run the slow path (no pre-start, host-memory transfers)")
     parser.add_argument("--only", default="", help="run only the labels that start with this")
+    parser.add_argument("--repeats", type=int, default=RELU_REPEATS,
+                        help="evaluations of the already compiled ReLU after the first")
     parser.add_argument("--no-precompile", action="store_true",
                         help="let the first evaluation of each kernel compile it")
     parser.add_argument("--time-limit", default="300")
@@ -256,6 +271,10 @@ def main() -> int:
     args = parser.parse_args()
 
     var = Path(tempfile.mkdtemp(prefix="kbsite-eval-speed-"))
+    # One build cache for every run on this machine: a later run (--before) finds the kernels
+    # compiled by an earlier one.
+    os.environ.setdefault("BUILD_CACHE_DIR",
+                          str(Path(tempfile.gettempdir()) / "kbsite-eval-speed-build"))
     os.environ.update({
         "DJANGO_SETTINGS_MODULE": "kbsite.settings",
         "KBSITE_VAR_DIR": str(var),
@@ -285,7 +304,8 @@ def main() -> int:
     # Staff: no submission quota gets in the way of the set.
     user = get_user_model().objects.create_user("bench", is_staff=True)
     problems_root = SAMPLES_DIR if args.cpu else Path(args.kernelbench)
-    plan = [p for p in (CPU_SET if args.cpu else GPU_SET) if p[0].startswith(args.only)]
+    full = (cpu_set if args.cpu else gpu_set)(args.repeats)
+    plan = [p for p in full if p[0].startswith(args.only)]
 
     problems = {}
     items = []
@@ -360,7 +380,7 @@ def main() -> int:
           f"{fmt(summary['ratio_to_floor'], '.0f')}x; "
           f"{fmt(summary['evaluations_per_hour'], '.0f')} evaluations per "
           f"{'CPU' if args.cpu else 'GPU'}-hour")
-    print(f"already compiled ReLU, {RELU_REPEATS} repeats: median end to end "
+    print(f"already compiled ReLU, {args.repeats} repeats: median end to end "
           f"{fmt(summary['repeat_e2e_median_s'])} s, candidate median spread "
           f"{fmt(summary['repeat_candidate_median_spread'], '.2%')}, at least "
           f"{summary['repeat_trials_min']} correctness trials each")

@@ -29,6 +29,16 @@ class EvaluationAdmin(admin.ModelAdmin):
     search_fields = ["submission__id", "source_hash"]
     raw_id_fields = ["submission", "problem_version"]
 
+    # Only runners write evaluations; admins read them (and re-verify through actions).
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
 
 @admin.register(Validation)
 class ValidationAdmin(admin.ModelAdmin):

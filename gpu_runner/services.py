@@ -16,6 +16,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from evaluation.harness import sandbox
+from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Baseline, Evaluation, Runner
 from kbsite.live import publish, submission_group
 from leaderboard.services import board_refresh_for
@@ -104,6 +105,9 @@ def build_job(submission: Submission) -> dict:
         "seed": secrets.randbits(62),
         "n_trials": 5,
         "build_dir": str(settings.BUILD_CACHE_DIR),
+        # The hardware's speed of light: results faster than it are flagged, never ranked.
+        "peak_bandwidth_gbs": hardware.peak_bandwidth_gbs,
+        "peak_tflops": hardware.peak_tflops or {},
         "time_limit_s": settings.EVALUATION_TIME_LIMIT,
     }
 
@@ -156,6 +160,13 @@ def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
     return result
 
 
+def _stored_text(value) -> str:
+    """Text from the child, stored safely: terminal escapes stripped, cut with a marker."""
+    if isinstance(value, dict):  # {"stdout": ..., "stderr": ...}
+        value = "\n".join(f"--- {name} ---\n{text}" for name, text in value.items() if text)
+    return truncate(clean_text(str(value or "")), settings.LOG_DISPLAY_MAX_CHARS)
+
+
 def _baseline_speedup(submission: Submission, mode: str, candidate_ms: float | None):
     if not candidate_ms:
         return None
@@ -180,10 +191,10 @@ def _store_result(submission: Submission, result: dict, *, runner_name: str) -> 
                 runner_name=runner_name,
                 verdict=verdict,
                 correct=bool(result.get("correct")) and verdict == Evaluation.Verdict.CORRECT,
-                error=result.get("error") or "",
-                traceback=result.get("traceback") or "",
-                compile_log=result.get("compile_log") or "",
-                logs=result.get("logs") or "",
+                error=_stored_text(result.get("error")),
+                traceback=_stored_text(result.get("traceback")),
+                compile_log=_stored_text(result.get("compile_log")),
+                logs=_stored_text(result.get("logs")),
                 trials=result.get("trials") or [],
                 candidate_stats=candidate or None,
                 reference_stats=reference or None,
@@ -193,7 +204,11 @@ def _store_result(submission: Submission, result: dict, *, runner_name: str) -> 
                 speedup_eager=_baseline_speedup(submission, Baseline.Mode.EAGER, candidate_ms),
                 speedup_compile=_baseline_speedup(submission, Baseline.Mode.COMPILE, candidate_ms),
                 flags=result.get("flags") or [],
-                static_report=result.get("static_report") or {},
+                # The evidence behind each flag is kept beside the static report.
+                static_report={
+                    **(result.get("static_report") or {}),
+                    "checks": result.get("checks") or {},
+                },
                 environment=result.get("environment") or {},
                 seeds=result.get("seeds") or {},
                 phases=result.get("phases") or {},

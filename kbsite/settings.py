@@ -86,6 +86,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "kbsite.middleware.SecurityHeadersMiddleware",  # content security policy and friends
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -93,6 +94,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "kbsite.middleware.DatabaseUnavailableMiddleware",  # 503 + Retry-After, not a 500
 ]
 
 ROOT_URLCONF = "kbsite.urls"
@@ -236,7 +238,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Submissions
+# Submissions: size limit, and quotas on top of the API throttles (0 turns a quota off).
+QUOTA_MAX_QUEUED = env_int("QUOTA_MAX_QUEUED", 200)
+QUOTA_GPU_SECONDS_PER_DAY = env_int("QUOTA_GPU_SECONDS_PER_DAY", 3600)
+LOG_DISPLAY_MAX_CHARS = env_int("LOG_DISPLAY_MAX_CHARS", 64 * 1024)
 SUBMISSION_MAX_BYTES = env_int("SUBMISSION_MAX_BYTES", 256 * 1024)
 BUILD_CACHE_DIR = Path(env("BUILD_CACHE_DIR", str(VAR_DIR / "build-cache")))
 

@@ -74,7 +74,7 @@ def stop_process(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> Non
     except ProcessLookupError:
         return
     try:
-        process.wait(timeout=20)
+        process.wait(timeout=5)  # queue workers can take long to wind down; no need to wait
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)

@@ -1,5 +1,7 @@
 """A board open in a browser changes its rows when a runner stores a result, without a reload."""
 
+import re
+
 import pytest
 
 from submissions.services import submission_create
@@ -22,7 +24,9 @@ def test_a_board_row_moves_up_when_a_faster_result_lands(
     page.goto(f"{live_site}/leaderboard/{relu_problem.level}/{relu_problem.number}/cpu/")
     assert page.text_content(f"{ada_row} td.rank").strip() == "2"
     assert page.text_content(f"{ada_row} td.median").strip() == "9e+04 ms"
-    page.wait_for_function("document.querySelectorAll('#board-ranked tr[data-key]').length === 2")
+    from playwright.sync_api import expect
+
+    expect(page.locator("#board-ranked tr[data-key]")).to_have_count(2)
     # Mark the document: a reload would create a new one without the mark.
     page.evaluate("window.__notReloaded = true")
 
@@ -35,12 +39,8 @@ def test_a_board_row_moves_up_when_a_faster_result_lands(
     )
     start_runner()
 
-    page.wait_for_function(
-        f"(() => {{ const td = document.querySelector('{ada_row} td.rank');"
-        " return td && td.textContent.trim() === '1'"
-        " && td.parentElement.classList.contains('changed'); })()",
-        timeout=180_000,
-    )
+    expect(page.locator(f"{ada_row} td.rank")).to_have_text("1", timeout=180_000)
+    expect(page.locator(ada_row)).to_have_class(re.compile(r"\bchanged\b"))
     assert page.evaluate("window.__notReloaded") is True
     assert page.text_content(f"{ada_row} td.median").strip() != "9e+04 ms"
     ranks = page.eval_on_selector_all(

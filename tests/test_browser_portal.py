@@ -49,9 +49,9 @@ def test_a_new_user_signs_up_makes_a_token_submits_and_sees_the_verdict_live(
     # A reload would make a new document without this mark.
     page.evaluate("window.__sameDocument = true")
     start_runner()
-    page.wait_for_function(
-        "document.getElementById('verdict').textContent.trim() === 'correct'", timeout=180_000
-    )
+    from playwright.sync_api import expect
+
+    expect(page.locator("#verdict")).to_have_text("correct", timeout=180_000)
     assert page.text_content("#status").strip() == "finished"
     # The trials and the timing table arrive too, still without a reload.
     page.wait_for_selector("#evaluation #trials", timeout=30_000)

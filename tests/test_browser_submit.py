@@ -1,6 +1,7 @@
 """A person logs in, uploads a kernel, and watches the verdict arrive without reloading."""
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.conftest import KERNELS
 
@@ -28,9 +29,7 @@ def test_an_uploaded_kernel_shows_its_verdict_without_a_reload(
 
     # Mark the document: a reload would create a new one without the mark.
     page.evaluate("window.__notReloaded = true")
-    page.wait_for_function(
-        "document.getElementById('verdict').textContent.trim() === 'correct'", timeout=90_000
-    )
+    expect(page.locator("#verdict")).to_have_text("correct", timeout=90_000)
     assert page.evaluate("window.__notReloaded") is True
     assert page.text_content("#status").strip() == "finished"
     assert "ms" in page.text_content("#result-summary")

@@ -169,9 +169,9 @@ def test_the_run_page_updates_live_as_steps_finish(
     # Steps finish in another process than the page's server; the page follows by itself.
     for generation in run.generations.order_by("problem__number"):
         runs.generation_step(generation_id=generation.pk, attempts=0)
-    page.wait_for_function(
-        "document.getElementById('run-generated').textContent === '2'", timeout=20000
-    )
+    from playwright.sync_api import expect
+
+    expect(page.locator("#run-generated")).to_have_text("2", timeout=20000)
     assert page.text_content("#run-no-code") == "1"
     assert page.text_content("#run-status") == "finished"
     assert "no_code" in page.text_content("#run-steps")

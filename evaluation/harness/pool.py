@@ -1,13 +1,14 @@
 """Judge processes started ahead of their job, one evaluation each.
 
 Starting an evaluation's processes costs seconds (two Python interpreters, torch imported twice,
-the worker's first commands), while the GPU work of a compiled kernel's evaluation can take less
-than one. So the sandbox launches every judge through this module's `main`, which starts the
-candidate's worker process first (its interpreter and imports run in parallel with the judge's),
-imports everything the judge needs, and only then waits for the job on its pipe. A runner that
-serves a queue (KB_HARNESS_PRESTART=1 in its environment, or `enable()`) keeps one such pair
-ready: `run_job` takes it for the next job that fits it (same device, limits, build folder and
-environment) and launches the next spare at once.
+CUDA contexts), while the GPU work of a compiled kernel's evaluation can take less than one. A
+runner that serves a queue (KB_HARNESS_PRESTART=1 in its environment, or `enable()`) therefore
+keeps one spare judge ready: launched through this module's `main`, it starts the candidate's
+worker, imports everything both need (and creates their CUDA contexts on a GPU), says it is
+ready, and only then waits for its job. `run_job` takes it for the next job that fits it (same
+device, limits, build folder and environment) and launches the next spare at once. Without a
+spare, `main` hands over to the judge at once (KB_HARNESS_PRESTART=0 launches the judge module
+directly, the slow path kept for comparison).
 
 No state leaks between submissions: a pair serves exactly one evaluation, and then the whole
 tree is killed like any other. The next spare starts when a job is handed over, next to the
@@ -278,7 +279,7 @@ def _prepare_worker(judge: Any, spec: dict[str, Any]) -> Any:
     return handle
 
 
-def _preimport(device: str, spare: bool) -> None:
+def _preimport(device: str, *, spare: bool) -> None:
     """What the judge imports once its job is there, imported now; a spare on a GPU creates its
     CUDA context now too (the first one on an idle GPU can take seconds)."""
     import torch
@@ -303,20 +304,23 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, as the judge does
     spec = json.loads(args.spec)
-    if spec.get("spare"):
-        # The worker has time to import the extension and Triton machinery too.
-        os.environ["KB_WORKER_PREIMPORT"] = "1"
     from . import judge
 
+    judge_args = ["--job-fd", str(args.job_fd), "--event-fd", str(args.event_fd)]
+    if not spec.get("spare"):
+        # Its job is waiting already: the judge starts its worker before importing torch
+        # itself, so that both imports overlap, as without the pool.
+        return judge.main(judge_args)
+    # A spare: the worker has time to import the extension and Triton machinery too.
+    os.environ["KB_WORKER_PREIMPORT"] = "1"
     handle = _prepare_worker(judge, spec)
     os.environ.pop("KB_WORKER_PREIMPORT", None)
-    _preimport(spec["device"], bool(spec.get("spare")))
-    if spec.get("spare"):
-        # Ready when the worker is: its "ready" frame waits in the pipe (left for the judge).
-        if handle is not None:
-            select.select([handle.channel.rfd], [], [], 600)
-        judge.Events(args.event_fd).emit({"type": "spare_ready"})
-    return judge.main(["--job-fd", str(args.job_fd), "--event-fd", str(args.event_fd)])
+    _preimport(spec["device"], spare=True)
+    # Ready when the worker is: its "ready" frame waits in the pipe (left for the judge).
+    if handle is not None:
+        select.select([handle.channel.rfd], [], [], 600)
+    judge.Events(args.event_fd).emit({"type": "spare_ready"})
+    return judge.main(judge_args)
 
 
 if __name__ == "__main__":

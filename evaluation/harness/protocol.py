@@ -224,12 +224,26 @@ def _on_device(device: str) -> Iterator[Any]:
         yield dev
 
 
-def _wrap(array: _CudaArray, dev: Any) -> Any:
+def wrap_device_memory(ptr: int, nbytes: int, dev: Any, owner: Any = None) -> Any:
+    """A uint8 tensor over memory torch did not allocate (and will not free): through torch's
+    storage-from-pointer constructor (what its CUDA graph trees use), else through
+    __cuda_array_interface__ (which needs numpy). `owner` is kept alive with the tensor."""
     import torch
 
-    tensor = torch.as_tensor(array, device=dev)
-    if tensor.data_ptr() != array.__cuda_array_interface__["data"][0] or tensor.device != dev:
-        raise CudaIpcError("torch did not wrap the device memory in place")
+    tensor = None
+    make = getattr(torch._C, "_construct_storage_from_data_pointer", None)
+    if make is not None:
+        try:
+            storage = make(ptr, dev, nbytes)
+            tensor = torch.empty(0, dtype=torch.uint8, device=dev).set_(storage)
+        except Exception:
+            tensor = None
+    if tensor is None and torch.device(dev).type == "cuda":
+        tensor = torch.as_tensor(_CudaArray(ptr, nbytes, owner), device=dev)
+    if tensor is None or tensor.data_ptr() != ptr or tensor.numel() != nbytes or (
+            tensor.device != torch.device(dev)):
+        raise CudaIpcError("torch could not wrap the device memory in place")
+    tensor._kb_owner = owner  # e.g. the IPC mapping, closed when the box is dropped
     return tensor
 
 
@@ -245,7 +259,7 @@ class Box:
             handle = _IpcHandle()
             drv.check(drv.get_handle(ctypes.byref(handle), self.ptr), "cuIpcGetMemHandle")
             self.handle = bytes(handle.reserved).hex()
-            self.tensor = _wrap(_CudaArray(self.ptr, nbytes), dev)
+            self.tensor = wrap_device_memory(self.ptr, nbytes, dev)
 
     def describe(self) -> dict[str, Any]:
         return {"handle": self.handle, "bytes": self.nbytes}
@@ -280,7 +294,7 @@ def open_box(device: str, description: Any) -> Any:
         flags = 1  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
         drv.check(drv.open_handle(ctypes.byref(ptr), handle, flags), "cuIpcOpenMemHandle")
         mapping = _Mapping(ptr.value)
-        return _wrap(_CudaArray(ptr.value, nbytes, mapping), dev)
+        return wrap_device_memory(ptr.value, nbytes, dev, owner=mapping)
 
 
 # --- the channel ------------------------------------------------------------------------------
@@ -374,23 +388,33 @@ class Channel:
                 use_ipc = self._judge_prepare(frame, on_device)
             else:
                 use_ipc = self._worker_prepare(on_device)
+        in_box: dict[int, int] = {}  # tensor index -> offset in the box
+        if use_ipc:
+            try:
+                box = self.in_box.tensor if self.role == "judge" else self.out_box
+                box_offset = 0
+                for i, t in enumerate(tensors):
+                    if _in_box_kind(t):
+                        nbytes = t.numel() * t.element_size()
+                        if nbytes:
+                            box[box_offset:box_offset + nbytes].copy_(_device_bytes(t))
+                        in_box[i] = box_offset
+                        box_offset += _aligned(nbytes)
+                # Written before the frame says so: the peer reads the box once it has it.
+                _sync(box.device)
+            except Exception as exc:  # the GPU path broke: this and later messages by host
+                self._disable(exc)
+                return self.send(header, value)
         metas = []
         offset = 0  # in the memfd
-        box_offset = 0  # in the box
-        if any(not (use_ipc and _in_box_kind(t)) for t in tensors):
+        if len(in_box) < len(tensors):
             os.ftruncate(self.send_mem, 0)  # drop the previous message's bytes
-        box = None
-        if use_ipc:
-            box = self.in_box.tensor if self.role == "judge" else self.out_box
-        for t in tensors:
+        for i, t in enumerate(tensors):
             nbytes = t.numel() * t.element_size()
             meta = {"dtype": str(t.dtype), "shape": list(t.shape), "device": str(t.device),
                     "nbytes": nbytes}
-            if use_ipc and _in_box_kind(t):
-                if nbytes:
-                    box[box_offset:box_offset + nbytes].copy_(_device_bytes(t))
-                meta.update(ipc=True, offset=box_offset)
-                box_offset += _aligned(nbytes)
+            if i in in_box:
+                meta.update(ipc=True, offset=in_box[i])
                 self.stats["ipc_bytes"] += nbytes
             else:
                 data = _tensor_bytes_view(t)
@@ -402,9 +426,6 @@ class Channel:
                 offset += _aligned(nbytes)
                 self.stats["host_bytes"] += nbytes
             metas.append(meta)
-        if use_ipc:
-            # Written before the frame says so: the peer reads the box as soon as it has it.
-            _sync(box.device)
         frame["value"] = encoded
         frame["tensors"] = metas
         self.stats["messages"] += 1
@@ -633,8 +654,13 @@ class Channel:
             raise ProtocolError("a tensor in GPU memory, but no box to read it from")
         if offset % _ALIGN or offset + nbytes > box.numel():
             raise ProtocolError("tensor outside the box")
-        if not nbytes:
-            out = torch.empty(shape, dtype=dtype, device=box.device)
-        else:
-            out = box[offset:offset + nbytes].view(dtype).reshape(shape).clone()
-        return out if device == "cpu" or torch.device(device) == out.device else out.to(device)
+        try:
+            if not nbytes:
+                out = torch.empty(shape, dtype=dtype, device=box.device)
+            else:
+                out = box[offset:offset + nbytes].view(dtype).reshape(shape).clone()
+            if device != "cpu" and torch.device(device) != out.device:
+                out = out.to(device)
+        except Exception as exc:  # a CUDA error: say what broke, as a protocol failure
+            raise ProtocolError(f"reading a tensor from GPU memory failed: {exc}") from None
+        return out

@@ -65,6 +65,17 @@ def test_on_the_cpu_tensors_travel_through_host_memory_and_it_is_recorded():
         os.close(fd)
 
 
+def test_memory_torch_did_not_allocate_is_wrapped_in_place_and_its_owner_kept():
+    # On a GPU this wraps the judge's cuMemAlloc'd boxes and the worker's IPC mappings.
+    memory = torch.arange(64, dtype=torch.uint8)
+    owner = object()
+    tensor = protocol.wrap_device_memory(memory.data_ptr(), 64, torch.device("cpu"), owner)
+    assert tensor.data_ptr() == memory.data_ptr() and tensor.numel() == 64
+    tensor[3] = 99
+    assert int(memory[3]) == 99  # the same memory, no copy
+    assert tensor._kb_owner is owner
+
+
 class HostBox:
     """Stands in for a CUDA box where there is no GPU: host memory, 'mapped' by handle."""
 
@@ -156,6 +167,34 @@ def test_when_the_worker_cannot_map_the_boxes_everything_goes_through_host_memor
         _, outputs = judge.recv(timeout=30)
         assert torch.equal(outputs[0], inputs[0] * 2)
         assert judge.stats["ipc_bytes"] == 0 and judge.stats["host_bytes"] == 2 * (1 << 20)
+        judge.send({"cmd": "exit"})
+        thread.join(timeout=10)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_if_the_gpu_path_breaks_mid_evaluation_the_message_goes_through_host_memory(
+        monkeypatch):
+    judge, worker, fds = _pair(monkeypatch)
+    seen: list = []
+    thread = threading.Thread(target=_serve, args=(worker, seen), daemon=True)
+    thread.start()
+    try:
+        judge.send({"cmd": "load"})
+        judge.recv(timeout=10)
+        assert judge.ipc is True
+
+        def broken(t: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+        monkeypatch.setattr(protocol, "_device_bytes", broken)
+        inputs = [torch.randn(1 << 16)]
+        judge.send({"cmd": "run"}, inputs)
+        _, outputs = judge.recv(timeout=30)
+        assert torch.equal(outputs[0], inputs[0] * 2)  # the worker's side broke too: host
+        assert judge.ipc is False and "illegal memory access" in judge.ipc_error
+        assert judge.stats["host_bytes"] == 2 * (1 << 18) and judge.stats["ipc_bytes"] == 0
         judge.send({"cmd": "exit"})
         thread.join(timeout=10)
     finally:

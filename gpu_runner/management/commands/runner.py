@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from evaluation.services import hardware_register, runner_heartbeat
 from gpu_runner.detect import detect
 from gpu_runner.services import requeue_abandoned
+from submissions.services import submission_requeue_unqueued
 
 
 def parse_devices(value: str | None, gpu_count: int) -> list[int | None]:
@@ -81,6 +82,8 @@ class Command(BaseCommand):
                             device_index=device,
                         )
                     requeued = requeue_abandoned(hardware_slug=hardware.slug)
+                    # Submissions whose task never reached the broker (it was down at commit).
+                    requeued += submission_requeue_unqueued(hardware_slug=hardware.slug)
                     if requeued:
                         self.stdout.write(f"requeued {requeued} abandoned submission(s)")
                 except Exception as error:  # database briefly gone: keep serving, retry
