@@ -8,11 +8,13 @@ import logging
 import secrets
 import threading
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django_q.brokers import get_broker
 from django_q.tasks import async_task
 
 from evaluation.harness import sandbox
@@ -275,4 +277,26 @@ def requeue_abandoned(*, hardware_slug: str) -> int:
         ).update(status=Submission.Status.QUEUED, claimed_by="", progress={"phase": "requeued"}):
             async_task("gpu_runner.tasks.evaluate", pk, cluster=hardware_slug)
             requeued += 1
-    return requeued
+    return requeued + _requeue_lost_tasks(hardware_slug=hardware_slug)
+
+
+def _requeue_lost_tasks(*, hardware_slug: str) -> int:
+    """Enqueue again the queued submissions whose task the broker no longer holds.
+
+    Redis hands a task out once and forgets it, and a django-q2 cluster takes tasks ahead of
+    its busy worker: a runner killed with such tasks in hand leaves their submissions queued
+    with no task anywhere (the ORM broker hands unacknowledged tasks out again by itself). So
+    when the queue is empty while submissions have waited longer than a lease, their tasks are
+    enqueued again; a task that was not lost is then there twice, and the claim lets one in.
+    """
+    if not settings.REDIS_URL or get_broker(hardware_slug).queue_size():
+        return 0
+    waited = timezone.now() - timedelta(seconds=settings.RUNNER_LEASE_SECONDS)
+    lost = list(
+        Submission.objects.filter(
+            hardware__slug=hardware_slug, status=Submission.Status.QUEUED, created_at__lt=waited
+        ).values_list("pk", flat=True)
+    )
+    for pk in lost:
+        async_task("gpu_runner.tasks.evaluate", pk, cluster=hardware_slug)
+    return len(lost)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connection
 
 from evaluation.services import hardware_register
 from gpu_runner.detect import detect
@@ -78,6 +79,23 @@ def stop_process(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> Non
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def end_stray_database_sessions(django_db_setup, django_db_blocker):
+    """On PostgreSQL, let the test database be dropped at the end of the run.
+
+    Connections that async tests open in sync_to_async's thread outlive the test; PostgreSQL
+    refuses to drop a database while they are open.
+    """
+    yield
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture(autouse=True)

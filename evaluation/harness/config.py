@@ -33,6 +33,10 @@ DEFAULT_TIMING: dict[str, Any] = {
     "cpu_threads": 1,
 }
 
+# On a CPU shared with other work, calls vary far more than repetitions can average out (both
+# sides end at max_reps either way): fewer of them, to keep a CPU evaluation short.
+CPU_TIMING: dict[str, Any] = {"max_reps": 200}
+
 DEFAULT_LIMITS: dict[str, Any] = {
     # RLIMIT_AS of the candidate worker, in MiB. "auto": 3/4 of the host's memory on the CPU,
     # none on a GPU (CUDA reserves huge virtual ranges and breaks under RLIMIT_AS).
@@ -90,6 +94,8 @@ def normalize_job(job: dict) -> dict:
     if out["n_trials"] < 1:
         raise JobError("n_trials must be at least 1")
     timing = dict(DEFAULT_TIMING)
+    if out["device"] == "cpu":
+        timing.update(CPU_TIMING)
     timing.update(out.get("timing") or {})
     out["timing"] = timing
     limits = dict(DEFAULT_LIMITS)

@@ -142,6 +142,10 @@ def die_with_parent_preexec() -> Callable[[], None] | None:
     return preexec
 
 
+def parent_death_signal_available() -> bool:
+    return _prctl is not None
+
+
 def oom_kill_count() -> int | None:
     """How many processes the kernel's out-of-memory killer has killed: host-wide (/proc/vmstat)
     plus this process's memory cgroup (v2 memory.events, v1 memory.oom_control), whichever

@@ -4,7 +4,9 @@ The runner process (which may hold database credentials and secrets) never impor
 candidate's code or torch here. The sandbox: a fresh temporary working folder (removed after), a
 new session whose whole process group is killed at the wall-clock limit, resource limits, a
 scrubbed environment, and, where the host allows `unshare`, no network and a pid namespace (so
-every process the candidate starts dies with the judge).
+every process the candidate starts dies with the judge). The judge dies with the runner thread
+that launched it (PR_SET_PDEATHSIG), so a runner killed outright leaves no evaluation running.
+Judges may be started ahead of their job, one per evaluation (pool.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from . import EVALUATOR_VERSION, pool
 from .config import JobError, normalize_job
 from .errors import signal_name, truncate
-from .process import oom_kill_count
+from .process import oom_kill_count, parent_death_signal_available
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -331,7 +333,7 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
         "fresh_workdir": True,
         "rlimits": dict(job["limits"]),
         "time_limit_s": limit,
-        "parent_death_signal": True,
+        "parent_death_signal": parent_death_signal_available(),
         "prestarted": launch.spare,
         "prestarted_ready": spare_ready,
         "prestart_hits": pool.POOL.hits,

@@ -65,6 +65,9 @@ def test_the_next_evaluation_takes_the_spare_and_starts_faster(prestart):
     # Interpreters, torch and the worker were ready: what is left is loading the reference.
     assert second["phases"]["startup"] < first["phases"]["startup"] / 2, (
         first["phases"], second["phases"])
+    # The judge found its worker started and ready (the one the spare made ahead).
+    assert second["phases"]["worker_start"] < first["phases"]["worker_start"], (
+        first["phases"], second["phases"])
     assert set(first["pids"]).isdisjoint(second["pids"]), "a new worker for every evaluation"
 
 

@@ -122,3 +122,15 @@ def test_the_default_stop_rule_keeps_5_repeated_medians_within_one_percent():
     for noise, outliers, evaluations in ((0.01, 0.05, 500), (0.03, 0.1, 200)):
         spread, calls = _spread_failures(noise, outliers, evaluations)
         assert spread <= 0.025, (noise, spread, calls)
+
+
+def test_timing_defaults_hold_one_percent_on_a_gpu_and_stay_short_on_a_cpu():
+    from evaluation.harness.config import normalize_job
+
+    base = {"reference_source": "", "candidate_source": ""}
+    gpu = normalize_job({**base, "device": "cuda"})["timing"]
+    cpu = normalize_job({**base, "device": "cpu"})["timing"]
+    assert gpu["max_reps"] == 500 and gpu["target_rel_err"] == 0.0015 and gpu["min_reps"] == 20
+    assert cpu["max_reps"] == 200 and cpu["cpu_threads"] == 1
+    chosen = normalize_job({**base, "device": "cpu", "timing": {"max_reps": 50}})["timing"]
+    assert chosen["max_reps"] == 50  # a job's own setting wins
