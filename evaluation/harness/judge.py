@@ -654,7 +654,9 @@ class Judge:
 
     def _failure(self, reply: dict) -> Verdict:
         verdict = reply.get("verdict")
-        if verdict not in ("compile_error", "runtime_error", "out_of_memory", "incorrect"):
+        if verdict not in (
+            "compile_error", "runtime_error", "out_of_memory", "incorrect", "harness_error"
+        ):
             verdict = "runtime_error"
         return Verdict(verdict, str(reply.get("error") or "")[:4000],
                        traceback=str(reply.get("traceback") or "")[:16000],

@@ -117,6 +117,9 @@ class Command(BaseCommand):
             "Q_CLUSTER_NAME": hardware.queue_name,
             "KBSITE_RUNNER_NAME": name,
             "Q_WORKERS": "1",  # one evaluation at a time on a device
+            # The next judge and worker start ahead (imports, CUDA context) while one runs;
+            # each pair serves exactly one evaluation.
+            "KB_HARNESS_PRESTART": os.environ.get("KB_HARNESS_PRESTART", "1"),
         }
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(device)
