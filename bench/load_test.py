@@ -291,7 +291,10 @@ class EmbeddedSite:
 
     def stop(self, *, keep: bool) -> None:
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)  # run_embedded stops its children
+            # run_embedded stops its children itself (each once; they run in sessions of
+            # their own). SIGTERM, not SIGINT: a shell's background job ignores SIGINT, and so
+            # would everything started from it.
+            self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:

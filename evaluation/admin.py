@@ -11,7 +11,9 @@ class HardwareAdmin(admin.ModelAdmin):
 
 @admin.register(Runner)
 class RunnerAdmin(admin.ModelAdmin):
-    list_display = ["name", "hardware", "host", "last_seen", "current_submission_id", "evaluations_done"]
+    list_display = [
+        "name", "hardware", "host", "last_seen", "current_submission_id", "evaluations_done",
+    ]
     list_filter = ["hardware"]
 
 
@@ -24,7 +26,9 @@ class BaselineAdmin(admin.ModelAdmin):
 
 @admin.register(Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
-    list_display = ["id", "submission", "hardware", "verdict", "candidate_median_ms", "speedup", "finished_at"]
+    list_display = [
+        "id", "submission", "hardware", "verdict", "candidate_median_ms", "speedup", "finished_at",
+    ]
     list_filter = ["verdict", "hardware", "purpose"]
     search_fields = ["submission__id", "source_hash"]
     raw_id_fields = ["submission", "problem_version"]

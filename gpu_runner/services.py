@@ -21,9 +21,10 @@ from evaluation.harness import sandbox
 from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Baseline, Evaluation, Runner
 from kbsite.live import publish, submission_group
-from leaderboard.services import board_refresh_for
-from submissions.models import Submission
+from leaderboard.services import board_refresh_for, would_set_record
+from submissions.models import Reverification, Submission
 from submissions.selectors import submission_status_payload
+from submissions.services import ReverificationError, reverification_request
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,14 @@ def _stop_if_poison(submission: Submission) -> bool:
     return True
 
 
-def build_job(submission: Submission) -> dict:
+def _fresh_seed(avoid: set[int]) -> int:
+    seed = secrets.randbits(62)
+    while seed in avoid:  # a re-verification never replays a seed the submission has seen
+        seed = secrets.randbits(62)
+    return seed
+
+
+def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) -> dict:
     problem = submission.problem
     hardware = submission.hardware
     device = "cpu" if hardware.kind == hardware.Kind.CPU else "cuda"
@@ -104,7 +112,7 @@ def build_job(submission: Submission) -> dict:
         "rtol": problem.rtol,
         "device": device,
         # Chosen here, per evaluation, and shown to the submitter only afterwards.
-        "seed": secrets.randbits(62),
+        "seed": _fresh_seed(set(avoid_seeds)),
         "n_trials": 5,
         "build_dir": str(settings.BUILD_CACHE_DIR),
         # The hardware's speed of light: results faster than it are flagged, never ranked.
@@ -115,22 +123,23 @@ def build_job(submission: Submission) -> dict:
 
 
 class _LeaseKeeper(threading.Thread):
-    """Extends the claim while the child runs, so only a dead runner's claim expires."""
+    """Extends the claim (of a submission or a re-verification) while the child runs, so only a
+    dead runner's claim expires."""
 
-    def __init__(self, submission: Submission, runner_name: str) -> None:
+    def __init__(self, holder: Submission | Reverification, runner_name: str) -> None:
         super().__init__(daemon=True)
-        self.submission = submission
+        self.holder = holder
         self.runner_name = runner_name
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(max(settings.RUNNER_LEASE_SECONDS / 6, 0.5)):
             try:
-                self.submission.extend_lease(
+                self.holder.extend_lease(
                     runner_name=self.runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS
                 )
             except Exception:  # a briefly locked database; the next beat tries again
-                log.exception("could not extend the lease of %s", self.submission.pk)
+                log.exception("could not extend the lease of %s", self.holder)
 
 
 def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
@@ -146,14 +155,20 @@ def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
             payload = submission_status_payload(submission)
             publish(submission_group(submission.pk), {"type": "progress", **payload})
 
-    keeper = _LeaseKeeper(submission, runner_name)
-    keeper.start()
     job = build_job(submission)
+    return _run_job(job, lease=submission, runner_name=runner_name, on_event=on_event)
+
+
+def _run_job(
+    job: dict, *, lease: Submission | Reverification, runner_name: str, on_event=None
+) -> dict:
+    keeper = _LeaseKeeper(lease, runner_name)
+    keeper.start()
     started = time.monotonic()
     try:
         result = sandbox.run_job(job, on_event=on_event)
     except Exception as error:  # the harness itself failed: say so, never lose the submission
-        log.exception("harness failed on submission %s", submission.pk)
+        log.exception("harness failed on %s", lease)
         result = {"verdict": "harness_error", "correct": False, "error": str(error)}
     finally:
         keeper.stopped.set()
@@ -178,45 +193,52 @@ def _baseline_speedup(submission: Submission, mode: str, candidate_ms: float | N
     return baseline.median_ms / candidate_ms if baseline else None
 
 
-def _store_result(submission: Submission, result: dict, *, runner_name: str) -> Evaluation | None:
+def _evaluation_fields(submission: Submission, result: dict, *, runner_name: str) -> dict:
+    """An Evaluation's fields from what the harness returned."""
     candidate = result.get("candidate") or {}
     reference = result.get("reference") or {}
     candidate_ms = candidate.get("median_ms")
     verdict = result.get("verdict") or Evaluation.Verdict.HARNESS_ERROR
+    return {
+        "submission": submission,
+        "hardware_id": submission.hardware_id,
+        "problem_version_id": submission.problem_version_id,
+        "runner_name": runner_name,
+        "verdict": verdict,
+        "correct": bool(result.get("correct")) and verdict == Evaluation.Verdict.CORRECT,
+        "error": _stored_text(result.get("error")),
+        "traceback": _stored_text(result.get("traceback")),
+        "compile_log": _stored_text(result.get("compile_log")),
+        "logs": _stored_text(result.get("logs")),
+        "trials": result.get("trials") or [],
+        "candidate_stats": candidate or None,
+        "reference_stats": reference or None,
+        "candidate_median_ms": candidate_ms,
+        "reference_median_ms": reference.get("median_ms"),
+        "speedup": result.get("speedup"),
+        "speedup_eager": _baseline_speedup(submission, Baseline.Mode.EAGER, candidate_ms),
+        "speedup_compile": _baseline_speedup(submission, Baseline.Mode.COMPILE, candidate_ms),
+        "flags": list(result.get("flags") or []),
+        # The evidence behind each flag is kept beside the static report.
+        "static_report": {
+            **(result.get("static_report") or {}),
+            "checks": result.get("checks") or {},
+        },
+        "environment": result.get("environment") or {},
+        "seeds": result.get("seeds") or {},
+        "phases": result.get("phases") or {},
+        "source_hash": submission.source_hash,
+        "evaluator_version": result.get("evaluator_version") or "",
+    }
+
+
+def _store_result(submission: Submission, result: dict, *, runner_name: str) -> Evaluation | None:
+    fields = _evaluation_fields(submission, result, runner_name=runner_name)
+    verdict = fields["verdict"]
     try:
         with transaction.atomic():
             evaluation = Evaluation.objects.create(
-                submission=submission,
-                attempt=submission.attempts,
-                hardware_id=submission.hardware_id,
-                problem_version_id=submission.problem_version_id,
-                runner_name=runner_name,
-                verdict=verdict,
-                correct=bool(result.get("correct")) and verdict == Evaluation.Verdict.CORRECT,
-                error=_stored_text(result.get("error")),
-                traceback=_stored_text(result.get("traceback")),
-                compile_log=_stored_text(result.get("compile_log")),
-                logs=_stored_text(result.get("logs")),
-                trials=result.get("trials") or [],
-                candidate_stats=candidate or None,
-                reference_stats=reference or None,
-                candidate_median_ms=candidate_ms,
-                reference_median_ms=reference.get("median_ms"),
-                speedup=result.get("speedup"),
-                speedup_eager=_baseline_speedup(submission, Baseline.Mode.EAGER, candidate_ms),
-                speedup_compile=_baseline_speedup(submission, Baseline.Mode.COMPILE, candidate_ms),
-                flags=result.get("flags") or [],
-                # The evidence behind each flag is kept beside the static report.
-                static_report={
-                    **(result.get("static_report") or {}),
-                    "checks": result.get("checks") or {},
-                },
-                environment=result.get("environment") or {},
-                seeds=result.get("seeds") or {},
-                phases=result.get("phases") or {},
-                source_hash=submission.source_hash,
-                evaluator_version=result.get("evaluator_version") or "",
-                started_at=submission.started_at,
+                **fields, attempt=submission.attempts, started_at=submission.started_at
             )
             finished = Submission.objects.filter(
                 pk=submission.pk, status=Submission.Status.RUNNING, claimed_by=runner_name
@@ -233,13 +255,144 @@ def _store_result(submission: Submission, result: dict, *, runner_name: str) -> 
             Runner.objects.filter(name=runner_name).update(
                 evaluations_done=F("evaluations_done") + 1
             )
-            _refresh_boards(evaluation)
             submission.refresh_from_db()
+            _hold_new_record(evaluation)
+            _refresh_boards(evaluation)
             _publish_status(submission)
     except IntegrityError:
         log.warning("submission %s was finished elsewhere; result dropped", submission.pk)
         return None
     return evaluation
+
+
+def _hold_new_record(evaluation: Evaluation) -> None:
+    """A result that would set a new record ranks only once a re-verification confirms it."""
+    if not settings.REVERIFY_NEW_RECORDS or not would_set_record(evaluation):
+        return
+    try:
+        reverification_request(
+            submission=evaluation.submission, reason=Reverification.Reason.NEW_RECORD
+        )
+    except ReverificationError as error:  # one is already open: it decides
+        log.info("%s", error.message)
+
+
+# ---- re-verification ----------------------------------------------------------------------------
+
+
+def reverify_submission(*, reverification_id: int, runner_name: str) -> str:
+    """Run one queued re-verification if this runner may and wins the claim."""
+    reverification = (
+        Reverification.objects.select_related(
+            "submission__problem", "submission__problem_version", "submission__hardware",
+            "checked_evaluation",
+        )
+        .filter(pk=reverification_id)
+        .first()
+    )
+    if reverification is None or reverification.is_finished:
+        return "gone"
+    submission = reverification.submission
+    if _stop_reverification_if_poison(reverification):
+        return "stopped: killed its runners too often"
+    if not reverification.claim(
+        runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS
+    ):
+        if reverification.hand_back(runner_name=runner_name):
+            return "left for another runner"
+        return "not claimed"
+    Runner.objects.filter(name=runner_name).update(current_submission_id=submission.pk)
+    try:
+        job = build_job(submission, avoid_seeds=_seeds_used(submission))
+        result = _run_job(job, lease=reverification, runner_name=runner_name)
+        evaluation = _store_reverification(reverification, result, runner_name=runner_name)
+    finally:
+        Runner.objects.filter(name=runner_name).update(current_submission_id=None)
+    return reverification.status if evaluation else "already stored"
+
+
+def _seeds_used(submission: Submission) -> set[int]:
+    """The server seeds of the submission's earlier evaluations."""
+    used = set()
+    for seeds in submission.evaluations.values_list("seeds", flat=True):
+        seed = (seeds or {}).get("server", (seeds or {}).get("seed"))
+        if seed is not None:
+            used.add(seed)
+    return used
+
+
+def _store_reverification(
+    reverification: Reverification, result: dict, *, runner_name: str
+) -> Evaluation | None:
+    submission = reverification.submission
+    fields = _evaluation_fields(submission, result, runner_name=runner_name)
+    checked = reverification.checked_evaluation
+    if fields["correct"] and not fields["flags"]:
+        what, first = Reverification.speed_of(checked)
+        second = fields["speedup"] if what == "speedup" else fields["candidate_median_ms"]
+        fields["static_report"]["checks"]["reverification"] = {
+            "compared": what,
+            "first": first,
+            "second": second,
+            "first_median_ms": checked.candidate_median_ms if checked else None,
+            "second_median_ms": fields["candidate_median_ms"],
+            "tolerance": settings.REVERIFY_SPEED_TOLERANCE,
+        }
+        if not Reverification.timing_agrees(first, second):
+            fields["flags"].append(Reverification.TIMING_FLAG)
+    try:
+        with transaction.atomic():
+            evaluation = Evaluation.objects.create(
+                **fields,
+                purpose=Evaluation.Purpose.REVERIFY,
+                attempt=_next_reverify_attempt(submission),
+                started_at=reverification.started_at,
+            )
+            if not reverification.finish(evaluation=evaluation, runner_name=runner_name):
+                raise IntegrityError("claim lost")
+            Runner.objects.filter(name=runner_name).update(
+                evaluations_done=F("evaluations_done") + 1
+            )
+            _refresh_boards(evaluation)
+            submission.refresh_from_db()
+            _publish_status(submission)
+    except IntegrityError:
+        log.warning("%s was finished elsewhere; result dropped", reverification)
+        return None
+    return evaluation
+
+
+def _next_reverify_attempt(submission: Submission) -> int:
+    done = Evaluation.objects.filter(submission=submission, purpose=Evaluation.Purpose.REVERIFY)
+    return done.count() + 1
+
+
+def _stop_reverification_if_poison(reverification: Reverification) -> bool:
+    """A re-verification whose runners all died running it is failed, not retried."""
+    if reverification.attempts < settings.SUBMISSION_MAX_ATTEMPTS:
+        return False
+    submission = reverification.submission
+    with transaction.atomic():
+        evaluation = Evaluation.objects.create(
+            submission=submission,
+            purpose=Evaluation.Purpose.REVERIFY,
+            attempt=_next_reverify_attempt(submission),
+            hardware_id=submission.hardware_id,
+            problem_version_id=submission.problem_version_id,
+            verdict=Evaluation.Verdict.RUNNER_CRASH,
+            error=(
+                f"The runner re-verifying this submission died {reverification.attempts} "
+                "times; the re-verification was stopped."
+            ),
+            source_hash=submission.source_hash,
+        )
+        if not reverification.stop(evaluation=evaluation):
+            transaction.set_rollback(True)
+            return False
+        _refresh_boards(evaluation)
+        submission.refresh_from_db()
+        _publish_status(submission)
+    return True
 
 
 def _refresh_boards(evaluation: Evaluation) -> None:

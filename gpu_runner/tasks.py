@@ -3,7 +3,7 @@
 import os
 import socket
 
-from gpu_runner.services import evaluate_submission
+from gpu_runner.services import evaluate_submission, reverify_submission
 
 
 def runner_name() -> str:
@@ -18,3 +18,7 @@ def validate(validation_id: int) -> str:
     from gpu_runner.curation import validate_problem
 
     return validate_problem(validation_id=validation_id, runner_name=runner_name())
+
+
+def reverify(reverification_id: int) -> str:
+    return reverify_submission(reverification_id=reverification_id, runner_name=runner_name())

@@ -264,6 +264,17 @@ RUNNER_LEASE_SECONDS = env_int("RUNNER_LEASE_SECONDS", 60)
 # A submission whose evaluation has killed this many runners is stopped with its own verdict.
 SUBMISSION_MAX_ATTEMPTS = env_int("SUBMISSION_MAX_ATTEMPTS", 3)
 
+# Re-verification: a result that would set a new record on its board is held off the boards and
+# evaluated again with fresh secret seeds, on another runner where one is live, before it ranks.
+REVERIFY_NEW_RECORDS = env_bool("REVERIFY_NEW_RECORDS", True)
+# The two speedups (over the reference timed beside the kernel; medians where there is none) may
+# differ by at most this factor; past it the second evaluation is flagged timing_not_reproduced
+# and the kernel stays off the boards.
+REVERIFY_SPEED_TOLERANCE = float(env("REVERIFY_SPEED_TOLERANCE", "1.25"))
+# With no other runner of the hardware live, the runner that did the first evaluation may run the
+# re-verification itself once it has waited this long (time for another runner to come back).
+REVERIFY_SOLE_RUNNER_GRACE_SECONDS = env_int("REVERIFY_SOLE_RUNNER_GRACE_SECONDS", 30)
+
 if not DEBUG:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

@@ -1,8 +1,9 @@
 """Board state kept up to date as results land, so reading a board never scans all evaluations.
 
 One BestEntry per (problem, hardware, participant) summarises that participant's evaluations
-there: the best ranking one (correct, no exploit flag), the best flagged one, and whether any
-compiled. A Record is written each time a board's fastest time improves.
+there: the best ranking one (correct, no exploit flag, not held for re-verification), the best
+flagged one, the best one pending re-verification, and whether any compiled. A Record is
+written each time a board's fastest time improves.
 """
 
 from django.conf import settings
@@ -47,6 +48,10 @@ class BestEntry(models.Model):
     flags = models.JSONField(default=list, blank=True)
     flagged_ms = models.FloatField(null=True, blank=True)
     flagged_at = models.DateTimeField(null=True, blank=True)
+    # The fastest result held off the ranking until its re-verification passes (a new record).
+    pending_evaluation = models.ForeignKey(
+        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     compiled = models.BooleanField(default=False)  # any evaluation got past compilation
     evaluated = models.PositiveIntegerField(default=0)  # submissions with an evaluation here
     updated_at = models.DateTimeField(default=timezone.now)

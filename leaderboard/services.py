@@ -2,8 +2,10 @@
 
 A participant's standing on a board (problem x hardware) is computed from the latest evaluation
 of each of its submissions there, so a re-verification that flags a kernel takes it off the
-ranking. Only the changed participant is recomputed when a result lands: the cost of a refresh
-grows with that participant's submissions on that problem, never with the rest of the site.
+ranking; a submission held for re-verification (a new record not yet confirmed) or that failed
+it does not rank either. Only the changed participant is recomputed when a result lands: the
+cost of a refresh grows with that participant's submissions on that problem, never with the
+rest of the site.
 """
 
 import logging
@@ -53,7 +55,11 @@ EVALUATION_FIELDS = (
     "submission__user_id",
     "submission__model_id",
     "submission__problem_id",
+    "submission__reverification",
 )
+
+# Submissions in these re-verification states stay off the boards.
+HELD = {Submission.ReverificationState.PENDING, Submission.ReverificationState.FAILED}
 
 
 def participant_key(*, user_id: int | None, model_id: int | None) -> str:
@@ -73,6 +79,16 @@ def _ranks(evaluation: dict) -> bool:
         and not evaluation["flags"]
         and evaluation["candidate_median_ms"] is not None
     )
+
+
+def _on_board(evaluation: dict) -> bool:
+    """Ranks, and its submission is not held for (or failed) re-verification."""
+    return _ranks(evaluation) and evaluation["submission__reverification"] not in HELD
+
+
+def _pending(evaluation: dict) -> bool:
+    pending = Submission.ReverificationState.PENDING
+    return _ranks(evaluation) and evaluation["submission__reverification"] == pending
 
 
 def _compiled(evaluation: dict) -> bool:
@@ -102,8 +118,9 @@ def _fastest(evaluations: list[dict]) -> dict | None:
 
 def _entry_fields(latest: list[dict]) -> dict:
     """What a BestEntry holds, from the latest evaluation of each of a participant's submissions."""
-    best = _fastest([e for e in latest if _ranks(e)])
+    best = _fastest([e for e in latest if _on_board(e)])
     flagged = _fastest([e for e in latest if e["flags"]])
+    pending = _fastest([e for e in latest if _pending(e)])
     fields = {
         "evaluation_id": None,
         "submission_id": None,
@@ -119,6 +136,7 @@ def _entry_fields(latest: list[dict]) -> dict:
         "flags": [],
         "flagged_ms": None,
         "flagged_at": None,
+        "pending_evaluation_id": pending["id"] if pending else None,
         "compiled": any(_compiled(e) for e in latest),
         "evaluated": len(latest),
     }
@@ -182,6 +200,14 @@ def _board_best_ms(problem_id: int, hardware_id: int) -> float | None:
     ).aggregate(best=Min("candidate_median_ms"))["best"]
 
 
+def would_set_record(evaluation: Evaluation) -> bool:
+    """Whether this evaluation would beat the best ranked time on its board (or be the first)."""
+    if not evaluation.ranks or evaluation.candidate_median_ms is None:
+        return False
+    best = _board_best_ms(evaluation.submission.problem_id, evaluation.hardware_id)
+    return best is None or evaluation.candidate_median_ms < best
+
+
 def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> EntryChange:
     """Recompute one participant's entry on one board, its ranks, and any new record."""
     latest = latest_evaluations(
@@ -198,7 +224,7 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
     best_before = _board_best_ms(problem_id, hardware_id)
 
     # Records set by kernels that no longer rank (flagged on re-verification) are withdrawn.
-    not_ranking = [e["submission_id"] for e in latest if not _ranks(e)]
+    not_ranking = [e["submission_id"] for e in latest if not _on_board(e)]
     if not_ranking:
         Record.objects.filter(**board, submission_id__in=not_ranking).delete()
 
@@ -225,7 +251,9 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
 
     record = None
     improved = entry.is_ranked and (best_before is None or entry.candidate_median_ms < best_before)
-    if improved and not Record.objects.filter(evaluation_id=entry.evaluation_id).exists():
+    # One record per submission: a re-verification of a record holder re-measures it, it does
+    # not set a second record.
+    if improved and not Record.objects.filter(submission_id=entry.submission_id).exists():
         record = Record.objects.create(
             **board,
             participant=participant,
@@ -537,7 +565,7 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
             )
         )
         ranking_by_board.setdefault((problem_id, hardware_id), []).extend(
-            e for e in latest if _ranks(e)
+            e for e in latest if _on_board(e)
         )
 
     by_board: dict[tuple[int, int], list[BestEntry]] = {}

@@ -82,6 +82,9 @@ def main() -> int:
             "EVALUATION_TIME_LIMIT": args.time_limit,
             "RUNNER_HEARTBEAT_SECONDS": "2",
             "LOG_LEVEL": "WARNING",
+            # One runner and every submission evaluated once: a new record's second evaluation
+            # wants another runner (tests/test_reverification.py covers it).
+            "REVERIFY_NEW_RECORDS": "0",
         }
     )
     import django
@@ -96,7 +99,6 @@ def main() -> int:
     from evaluation.services import hardware_register
     from gpu_runner.detect import detect
     from problems.services import FILENAME_PATTERN, SAMPLES_DIR, problem_upsert
-    from submissions.models import Submission
     from submissions.services import submission_create
 
     detected = detect()
@@ -137,17 +139,59 @@ def main() -> int:
             )
         )
 
+    print(f"hardware {hardware.slug}: {hardware.name}, {hardware.gpu_count} GPU(s), "
+          f"arch {hardware.arch}, torch {hardware.torch_version}, CUDA {hardware.cuda_version}, "
+          f"Triton {hardware.triton_version}, driver {hardware.driver_version}, "
+          f"peak {hardware.peak_bandwidth_gbs} GB/s; {len(submissions)} submissions queued",
+          flush=True)
+    header = (f"{'#':>4} {'kernel':48} {'backend':7} {'verdict':14} {'cand ms':>9} {'ref ms':>9} "
+              f"{'speedup':>8} {'compile s':>9} {'eval s':>7} {'device':>6}")
+    print(header)
+    print("-" * len(header), flush=True)
+    spans: dict[str, list[tuple[float, float]]] = {}
+    printed: set[int] = set()
+
+    def print_finished() -> None:
+        """A row for each submission finished since the last call (as they finish, so that a
+        run stopped early still shows what it did)."""
+        for kernel_file, submission in submissions:
+            if submission.pk in printed:
+                continue
+            submission.refresh_from_db()
+            if submission.status != "finished":
+                continue
+            printed.add(submission.pk)
+            evaluation = Evaluation.objects.filter(submission=submission).first()
+            if evaluation is None:
+                print(f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:7} "
+                      f"{submission.verdict} (no evaluation stored)", flush=True)
+                continue
+            phases = evaluation.phases or {}
+            device = evaluation.runner_name.rsplit(":", 1)[-1]
+            spans.setdefault(evaluation.runner_name, []).append(
+                (evaluation.started_at.timestamp(), evaluation.finished_at.timestamp())
+            )
+
+            def fmt(value, spec=".4g"):
+                return "-" if value is None else format(value, spec)
+
+            print(f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:7} "
+                  f"{evaluation.verdict:14} {fmt(evaluation.candidate_median_ms):>9} "
+                  f"{fmt(evaluation.reference_median_ms):>9} "
+                  f"{fmt(evaluation.speedup, '.3g'):>8} "
+                  f"{fmt(phases.get('compile'), '.3g'):>9} {fmt(phases.get('wall'), '.3g'):>7} "
+                  f"{device:>6}", flush=True)
+
     started = time.monotonic()
     runner_args = [sys.executable, "manage.py", "runner", "--hardware", slug]
     if args.devices:
         runner_args += ["--devices", args.devices]
     log = open(var / "runner.log", "w")  # noqa: SIM115 (open while the runner runs)
     runner = subprocess.Popen(runner_args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    ids = [s.pk for _, s in submissions]
     try:
         while time.monotonic() - started < args.timeout:
-            left = Submission.objects.filter(pk__in=ids).exclude(status="finished").count()
-            if not left:
+            print_finished()
+            if len(printed) == len(submissions):
                 break
             if runner.poll() is not None:
                 print(f"the runner exited with status {runner.returncode}; see {var}/runner.log")
@@ -159,39 +203,11 @@ def main() -> int:
         if runner.poll() is None:
             runner.terminate()
             runner.wait(timeout=60)
-
-    print(f"\nhardware {hardware.slug}: {hardware.name}, {hardware.gpu_count} GPU(s), "
-          f"arch {hardware.arch}, torch {hardware.torch_version}, CUDA {hardware.cuda_version}, "
-          f"Triton {hardware.triton_version}, driver {hardware.driver_version}, "
-          f"peak {hardware.peak_bandwidth_gbs} GB/s")
-    header = (f"{'#':>4} {'kernel':48} {'backend':7} {'verdict':14} {'cand ms':>9} {'ref ms':>9} "
-              f"{'speedup':>8} {'compile s':>9} {'eval s':>7} {'device':>6}")
-    print(header)
-    print("-" * len(header))
-    spans: dict[str, list[tuple[float, float]]] = {}
-    finished = 0
-    for kernel_file, submission in submissions:
-        submission.refresh_from_db()
-        evaluation = Evaluation.objects.filter(submission=submission).first()
-        if evaluation is None:
-            print(f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:7} "
-                  f"{submission.status}")
-            continue
-        finished += 1
-        phases = evaluation.phases or {}
-        device = evaluation.runner_name.rsplit(":", 1)[-1]
-        spans.setdefault(evaluation.runner_name, []).append(
-            (evaluation.started_at.timestamp(), evaluation.finished_at.timestamp())
-        )
-
-        def fmt(value, spec=".4g"):
-            return "-" if value is None else format(value, spec)
-
-        print(f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:7} "
-              f"{evaluation.verdict:14} {fmt(evaluation.candidate_median_ms):>9} "
-              f"{fmt(evaluation.reference_median_ms):>9} {fmt(evaluation.speedup, '.3g'):>8} "
-              f"{fmt(phases.get('compile'), '.3g'):>9} {fmt(phases.get('wall'), '.3g'):>7} "
-              f"{device:>6}")
+    print_finished()
+    finished = sum(len(runs) for runs in spans.values())
+    for _, submission in submissions:
+        if submission.pk not in printed:
+            print(f"{submission.pk:>4} not finished: {submission.status}")
     overlaps = 0
     for runs in spans.values():
         runs.sort()

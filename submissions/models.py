@@ -7,6 +7,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from evaluation.models import Runner
+
 
 class Model(models.Model):
     """A language model known to litellm by `litellm_name`; keys come from the environment."""
@@ -49,7 +51,9 @@ class Run(models.Model):
     precision = models.CharField(max_length=8, default="fp32")
     samples_per_problem = models.PositiveSmallIntegerField(default=1)
     temperature = models.FloatField(default=0.0)
-    prompt_style = models.CharField(max_length=16, choices=PromptStyle, default=PromptStyle.ONE_SHOT)
+    prompt_style = models.CharField(
+        max_length=16, choices=PromptStyle, default=PromptStyle.ONE_SHOT
+    )
     refinement_turns = models.PositiveSmallIntegerField(default=0)
     status = models.CharField(max_length=16, choices=Status, default=Status.PENDING)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
@@ -81,6 +85,13 @@ class Submission(models.Model):
         TRITON = "triton"
         TORCH = "torch"
         CPP = "cpp"
+
+    class ReverificationState(models.TextChoices):
+        NONE = "", "not re-verified"
+        # A result that would set a new record: off the boards until its re-verification passes.
+        PENDING = "pending", "pending re-verification"
+        PASSED = "passed", "re-verified"
+        FAILED = "failed", "failed re-verification"  # off the boards
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -119,6 +130,10 @@ class Submission(models.Model):
     claimed_by = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     progress = models.JSONField(default=dict, blank=True)  # last phase / trial event
+    # The outcome of its latest re-verification; PENDING and FAILED keep it off the boards.
+    reverification = models.CharField(
+        max_length=16, choices=ReverificationState, default=ReverificationState.NONE, blank=True
+    )
     idempotency_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     # When its evaluation task reached the broker. Null on a queued submission means the enqueue
@@ -183,6 +198,11 @@ class Submission(models.Model):
             pk=self.pk, status=self.Status.RUNNING, claimed_by=runner_name
         ).update(lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds))
 
+    def hold_for_reverification(self) -> None:
+        """Off the boards until its re-verification passes (a result that would set a record)."""
+        self.reverification = self.ReverificationState.PENDING
+        self.save(update_fields=["reverification"])
+
     def mark_finished(self, *, verdict: str) -> None:
         self.status = self.Status.FINISHED
         self.verdict = verdict
@@ -194,6 +214,212 @@ class Submission(models.Model):
         if user.is_authenticated and (user.is_staff or user.pk == self.user_id):
             return True
         return self.problem.code_is_public()
+
+
+class Reverification(models.Model):
+    """A submission evaluated again with fresh secret seeds, on another runner where one is live.
+
+    Queued automatically for a result that would set a new record (the submission is held off
+    the boards meanwhile), or by an admin. queued -> running (claimed by one runner, with a lease
+    like a submission's) -> passed, or failed with a plain reason. It passes when the second
+    evaluation is correct, unflagged, and its speed agrees with the first one's within
+    REVERIFY_SPEED_TOLERANCE (see speed_of); the second evaluation is then what ranks.
+    """
+
+    class Reason(models.TextChoices):
+        NEW_RECORD = "new_record", "new record"
+        ADMIN = "admin", "requested by an admin"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+
+    FINISHED = (Status.PASSED, Status.FAILED)
+    OPEN = (Status.QUEUED, Status.RUNNING)
+    # Put on the second evaluation when its median disagrees with the first one's.
+    TIMING_FLAG = "timing_not_reproduced"
+
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="reverifications"
+    )
+    reason = models.CharField(max_length=16, choices=Reason)
+    status = models.CharField(max_length=16, choices=Status, default=Status.QUEUED)
+    # The submission's own evaluation being checked, and the second one (once stored).
+    checked_evaluation = models.ForeignKey(
+        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    evaluation = models.ForeignKey(
+        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    message = models.TextField(blank=True)  # why it failed, in plain words
+    # The runner of the checked evaluation; see may_run_on.
+    avoid_runner = models.CharField(max_length=200, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # When its task reached the broker; null means a sweep should queue it (again).
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submission"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="one_open_reverification",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"re-verification of submission {self.submission_id}: {self.status}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    def may_run_on(self, runner_name: str) -> bool:
+        """Any runner but the one that produced the checked result may run it.
+
+        That one may only when no other runner of the hardware is live (heartbeat within
+        RUNNER_OFFLINE_AFTER_SECONDS) and the re-verification has waited
+        REVERIFY_SOLE_RUNNER_GRACE_SECONDS, time for another runner to come (back) online: a
+        site with a single runner still gets its records re-verified, with fresh seeds, late.
+        """
+        if not self.avoid_runner or runner_name != self.avoid_runner:
+            return True
+        others_live = Runner.objects.filter(
+            hardware_id=self.submission.hardware_id, last_seen__gte=Runner.online_since()
+        ).exclude(name=runner_name)
+        if others_live.exists():
+            return False
+        waited = timezone.now() - self.created_at
+        return waited >= timedelta(seconds=settings.REVERIFY_SOLE_RUNNER_GRACE_SECONDS)
+
+    def claim(self, *, runner_name: str, lease_seconds: int) -> bool:
+        """Queued (or running with an expired lease) -> running, by a conditional update.
+
+        Refused to a runner that may not run it (may_run_on); then hand_back leaves it queued
+        for another runner.
+        """
+        if not self.may_run_on(runner_name):
+            return False
+        now = timezone.now()
+        claimable = models.Q(status=self.Status.QUEUED) | models.Q(
+            status=self.Status.RUNNING, lease_expires_at__lt=now
+        )
+        won = (
+            Reverification.objects.filter(claimable, pk=self.pk).update(
+                status=self.Status.RUNNING,
+                claimed_by=runner_name,
+                attempts=models.F("attempts") + 1,
+                started_at=now,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+            )
+            == 1
+        )
+        if won:
+            self.refresh_from_db()
+        return won
+
+    def hand_back(self, *, runner_name: str) -> bool:
+        """The runner to avoid got the task: leave it queued, with no task, for the sweep to
+        queue again (so it does not bounce between the broker and that runner in a tight loop)."""
+        return bool(
+            Reverification.objects.filter(
+                pk=self.pk, status=self.Status.QUEUED, avoid_runner=runner_name
+            ).update(enqueued_at=None)
+        )
+
+    def extend_lease(self, *, runner_name: str, lease_seconds: int) -> None:
+        Reverification.objects.filter(
+            pk=self.pk, status=self.Status.RUNNING, claimed_by=runner_name
+        ).update(lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds))
+
+    @staticmethod
+    def speed_of(evaluation) -> tuple[str, float | None]:
+        """What the two evaluations' speeds are compared by: the speedup over the reference
+        timed beside the kernel in the same evaluation where there is one (a busy host slows
+        both sides alike; on a shared CPU runner raw medians of the same kernel moved by more
+        than the tolerance), else the kernel's median."""
+        if evaluation is None:
+            return "median", None
+        if evaluation.speedup:
+            return "speedup", evaluation.speedup
+        return "median", evaluation.candidate_median_ms
+
+    @staticmethod
+    def timing_agrees(first: float | None, second: float | None) -> bool:
+        """The two speeds differ by at most REVERIFY_SPEED_TOLERANCE (larger / smaller).
+
+        Without both there is nothing to compare (the verdict decides alone).
+        """
+        if not first or not second:
+            return True
+        return max(first, second) / min(first, second) <= settings.REVERIFY_SPEED_TOLERANCE
+
+    def finish(self, *, evaluation, runner_name: str) -> bool:
+        """Record the second evaluation's outcome, on this and on the submission.
+
+        Only while this runner still holds the claim (False otherwise: another runner took
+        over a lapsed lease, and its result stands).
+        """
+        held = models.Q(status=self.Status.RUNNING, claimed_by=runner_name)
+        return self._close(held, evaluation)
+
+    def stop(self, *, evaluation) -> bool:
+        """Fail it with `evaluation` (a runner_crash) when no live runner holds it."""
+        stoppable = models.Q(status=self.Status.QUEUED) | models.Q(
+            status=self.Status.RUNNING, lease_expires_at__lt=timezone.now()
+        )
+        return self._close(stoppable, evaluation)
+
+    def _close(self, condition: models.Q, evaluation) -> bool:
+        status, message = self._outcome(evaluation)
+        closed = Reverification.objects.filter(condition, pk=self.pk).update(
+            status=status,
+            evaluation=evaluation,
+            message=message,
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+        )
+        if not closed:
+            return False
+        state = Submission.ReverificationState
+        Submission.objects.filter(pk=self.submission_id).update(
+            reverification=state.PASSED if status == self.Status.PASSED else state.FAILED
+        )
+        self.refresh_from_db()
+        return True
+
+    def _outcome(self, evaluation) -> tuple[str, str]:
+        if evaluation.ranks:
+            return self.Status.PASSED, ""
+        if evaluation.flags == [self.TIMING_FLAG]:
+            what, second = self.speed_of(evaluation)
+            _, first = self.speed_of(self.checked_evaluation)
+            unit = "x" if what == "speedup" else " ms"
+            return self.Status.FAILED, (
+                f"The second evaluation's {what} ({second:.4g}{unit}) and the first one's "
+                f"({first:.4g}{unit}) differ by more than a factor "
+                f"{settings.REVERIFY_SPEED_TOLERANCE:g}."
+            )
+        if evaluation.flags:
+            flags = ", ".join(evaluation.flags)
+            return self.Status.FAILED, f"The second evaluation was flagged: {flags}."
+        message = f"The second evaluation, on fresh inputs, ended {evaluation.verdict}."
+        first_line = (evaluation.error.strip().splitlines() or [""])[0][:300]
+        return self.Status.FAILED, f"{message} {first_line}".strip()
 
 
 class ApiToken(models.Model):

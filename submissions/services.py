@@ -11,10 +11,10 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from evaluation.models import Hardware
+from evaluation.models import Evaluation, Hardware
 from kbsite.live import publish, submission_group
 from problems.models import Problem, source_hash
-from submissions.models import ApiToken, Model, Run, Submission
+from submissions.models import ApiToken, Model, Reverification, Run, Submission
 from submissions.quotas import QuotaExceeded, quota_check
 from submissions.selectors import submission_status_payload
 
@@ -455,3 +455,91 @@ def submission_requeue_unqueued(
         .order_by("created_at")[:limit]
     )
     return sum(1 for submission in stranded if enqueue_evaluation(submission))
+
+
+# ---- re-verification ---------------------------------------------------------------------------
+
+
+class ReverificationError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def reverification_request(
+    *, submission: Submission, reason: str, requested_by=None
+) -> Reverification:
+    """Queue a second evaluation of the submission with fresh secret seeds.
+
+    It checks the submission's latest own evaluation, and prefers any runner but the one that
+    did that evaluation (Reverification.may_run_on). For a new record (reason NEW_RECORD) the
+    submission is held off the boards until it passes. Call it inside the transaction that
+    decides it: the task is queued after the commit. ReverificationError when there is nothing
+    to re-verify yet, or one is already queued or running.
+    """
+    checked = (
+        submission.evaluations.filter(purpose=Evaluation.Purpose.SUBMISSION)
+        .order_by("-finished_at", "-id")
+        .first()
+    )
+    if submission.status != Submission.Status.FINISHED or checked is None:
+        raise ReverificationError(f"Submission {submission.pk} has not been evaluated yet.")
+    try:
+        with transaction.atomic():
+            reverification = Reverification.objects.create(
+                submission=submission,
+                reason=reason,
+                checked_evaluation=checked,
+                avoid_runner=checked.runner_name,
+                requested_by=requested_by if getattr(requested_by, "pk", None) else None,
+            )
+    except IntegrityError:  # one_open_reverification
+        raise ReverificationError(
+            f"Submission {submission.pk} is already being re-verified."
+        ) from None
+    if reason == Reverification.Reason.NEW_RECORD:
+        submission.hold_for_reverification()
+    transaction.on_commit(lambda: enqueue_reverification(reverification), robust=True)
+    return reverification
+
+
+def enqueue_reverification(reverification: Reverification) -> bool:
+    """Hand the re-verification to its hardware's queue, once: the conditional update on
+    enqueued_at keeps sweeps in several runners from queueing it twice."""
+    marked = Reverification.objects.filter(
+        pk=reverification.pk, status=Reverification.Status.QUEUED, enqueued_at__isnull=True
+    ).update(enqueued_at=timezone.now())
+    if not marked:
+        return False
+    try:
+        async_task(
+            "gpu_runner.tasks.reverify",
+            reverification.pk,
+            cluster=reverification.submission.hardware.queue_name,
+            task_name=f"reverify-{reverification.pk}",
+        )
+    except Exception:  # broker down: unmark it, and the next sweep tries again
+        log.exception("could not enqueue re-verification %s", reverification.pk)
+        Reverification.objects.filter(pk=reverification.pk).update(enqueued_at=None)
+        return False
+    return True
+
+
+def reverifications_requeue(*, hardware_slug: str, limit: int = 100) -> int:
+    """Runners call it in their heartbeat loop: queue again the re-verifications that have no
+    task (handed back by the runner to avoid, or never enqueued), those whose task has waited
+    longer than a broker retry (lost with a killed runner on Redis; a duplicate is harmless, the
+    claim lets one in), and those whose runner stopped renewing its lease."""
+    now = timezone.now()
+    mine = Reverification.objects.filter(submission__hardware__slug=hardware_slug)
+    abandoned = mine.filter(status=Reverification.Status.RUNNING, lease_expires_at__lt=now)
+    abandoned.update(status=Reverification.Status.QUEUED, claimed_by="", enqueued_at=None)
+    waited = now - timedelta(seconds=settings.Q_RETRY)
+    mine.filter(status=Reverification.Status.QUEUED, enqueued_at__lt=waited).update(
+        enqueued_at=None
+    )
+    stranded = mine.filter(status=Reverification.Status.QUEUED, enqueued_at__isnull=True)
+    return sum(
+        1 for reverification in stranded.order_by("created_at")[:limit]
+        if enqueue_reverification(reverification)
+    )

@@ -96,6 +96,7 @@ def _evaluation_context(request, submission: Submission) -> dict:
     return {
         "submission": submission,
         "evaluation": evaluation,
+        "reverification": submission.reverifications.select_related("evaluation").first(),
         # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.
         "logs": evaluation_logs(evaluation),
         "show_code": submission.code_visible_to(request.user),

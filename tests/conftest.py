@@ -60,6 +60,10 @@ def process_env(**extra: str) -> dict[str, str]:
             "RUNNER_HEARTBEAT_SECONDS": "1",
             "RUNNER_OFFLINE_AFTER_SECONDS": "5",
             "EVALUATION_TIME_LIMIT": env.get("EVALUATION_TIME_LIMIT", "60"),
+            # Off unless a test turns it on (tests/test_reverification.py): otherwise every
+            # first correct result on a board would also be re-verified, adding evaluations
+            # the other flows' tests do not expect.
+            "REVERIFY_NEW_RECORDS": "0",
         }
     )
     env.update(extra)

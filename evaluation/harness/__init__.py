@@ -12,7 +12,7 @@ This module stays light (no torch import) so the runner can import the package c
 from __future__ import annotations
 
 # Bumped whenever a change can alter a verdict or a timing; stored with every evaluation.
-EVALUATOR_VERSION = "kbsite-harness 0.2.0"
+EVALUATOR_VERSION = "kbsite-harness 0.3.0"
 
 VERDICTS = (
     "correct",

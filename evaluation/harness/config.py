@@ -26,8 +26,10 @@ DEFAULT_TIMING: dict[str, Any] = {
     "max_seconds": 10.0,  # cap on the timed loop of one model (warm-up excluded)
     "sets": 3,  # distinct input sets used in rotation, so no per-input caching pays
     "flush_l2": True,  # GPU only
-    # Warm up for at least this long too (GPU clocks ramp up under load).
-    "warmup_ms": 25.0,
+    # Warm up for at least this long too (GPU clocks ramp up under load; after the seconds an
+    # evaluation spends starting and checking, the first tens of milliseconds of a small
+    # kernel ran measurably slower on an H200).
+    "warmup_ms": 100.0,
     # CPU only: intra-op threads for both sides (see timing.py: several threads make the
     # figures depend on the host's load at the moment each side is timed).
     "cpu_threads": 1,
@@ -35,7 +37,7 @@ DEFAULT_TIMING: dict[str, Any] = {
 
 # On a CPU shared with other work, calls vary far more than repetitions can average out (both
 # sides end at max_reps either way): fewer of them, to keep a CPU evaluation short.
-CPU_TIMING: dict[str, Any] = {"max_reps": 200}
+CPU_TIMING: dict[str, Any] = {"max_reps": 200, "warmup_ms": 25.0}
 
 DEFAULT_LIMITS: dict[str, Any] = {
     # RLIMIT_AS of the candidate worker, in MiB. "auto": 3/4 of the host's memory on the CPU,

@@ -36,6 +36,7 @@ from .process import LogCapture, apply_limits, resolve_limits
 REFERENCE_MODULE = "kb_reference"
 # The worker's main loop serving the probing worker (probe.py), imported under its own name.
 WORKER_ENTRY = "from evaluation.harness.probe import main; main()"
+_TIMING_FACTS = ("n", "stopped", "rel_err", "input_sets", "flushes")
 
 
 class Verdict(Exception):
@@ -289,6 +290,7 @@ class Judge:
             source_hash,
         )
         from .probe import describe
+        from .timing import sets_that_fit
 
         if device != "cpu" and not torch.cuda.is_available():
             raise Verdict("harness_error", f"device {device} requested but CUDA is not available")
@@ -339,6 +341,8 @@ class Judge:
         if job.get("mode") != "compile":
             t_prep = time.perf_counter()
             self._prepare_checks(reference, ref_model, seeds)
+            self._note_memory("checks prepared")
+            self._release_cached_memory()
             self.add_phase_time("checks", time.perf_counter() - t_prep)
         reply, _ = self.worker.request(None, deadline=self.deadline, phase="compile")
         self.worker.channel.release()
@@ -381,6 +385,7 @@ class Judge:
                                                                                [])}}
             reply, outputs = self.worker.request(header, inputs, deadline=self.deadline,
                                                  phase=f"trial {k}")
+            self._note_memory(f"trial {k}", reply.get("memory_gb"))
             if not reply.get("ok"):
                 self.add_phase_time("correctness", time.perf_counter() - t0)
                 self.result["trials"].append({"k": k, "passed": False,
@@ -420,6 +425,7 @@ class Judge:
             if exploits.nbytes(earlier_expected, expected) <= exploits.KEEP_EXPECTED_BYTES:
                 earlier_expected.append(expected)  # a cache keyed on addresses hits later
             del expected, outputs, inputs
+            self._release_cached_memory()
             self.add_phase_time("correctness", time.perf_counter() - t0)
             for f in worker_flags:
                 self.flag(f)
@@ -437,7 +443,12 @@ class Judge:
         # Timing: same function, same input sets, same device, candidate then reference.
         self.phase("timing")
         t0 = time.perf_counter()
-        sets = [make_inputs(reference, s, device, precision) for s in seeds["timing"]]
+        sets = [make_inputs(reference, seeds["timing"][0], device, precision)]
+        # Sets of several GB each would not fit three times over (ours, the transfer box, the
+        # worker's copies); one that large is far beyond the cache anyway, and the rescaling
+        # between uses keeps a cached result from passing.
+        wanted = sets_that_fit(exploits.nbytes(sets[0]), len(seeds["timing"]), device)
+        sets += [make_inputs(reference, s, device, precision) for s in seeds["timing"][1:wanted]]
         self.add_phase_time("inputs", time.perf_counter() - t0)
         t_timing = time.perf_counter()
         rejecting = self._time_candidate_and_reference(ref_model, sets, seeds)
@@ -449,6 +460,31 @@ class Judge:
         self._speed_of_light()
         self.add_phase_time("checks", time.perf_counter() - t_checks)
         self.result["verdict"] = "correct"
+
+    def _note_memory(self, where: str, worker: Any = None) -> None:
+        """Device memory at a step, on both sides (GB): what to look at when an evaluation of
+        a problem with large tensors ends out_of_memory. The peaks start again after each."""
+        if self.device == "cpu":
+            return
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        note = {"judge_peak_reserved": round(torch.cuda.max_memory_reserved() / 1e9, 2),
+                "free": round(free / 1e9, 2), "total": round(total / 1e9, 2)}
+        if isinstance(worker, dict):
+            note["worker"] = {k: v for k, v in worker.items()
+                              if isinstance(k, str) and isinstance(v, (int, float))}
+        self.checks.setdefault("memory_gb", {})[where] = note
+        torch.cuda.reset_peak_memory_stats()
+
+    def _release_cached_memory(self) -> None:
+        """Hand the blocks torch keeps cached back to the device. The worker is another process
+        with its own cache: on a problem of several GB a tensor, the two caches together once
+        held all of an H200's memory, and the worker's next allocation failed."""
+        if self.device != "cpu":
+            import torch
+
+            torch.cuda.empty_cache()
 
     # --- exploit checks ------------------------------------------------------------------------
     def _prepare_checks(self, reference: Any, ref_model: Any, seeds: dict) -> None:
@@ -566,6 +602,7 @@ class Judge:
              "probe": {"sample_seed": sample_seed, "keep_calls": KEEP_CALLS}},
             deadline=self.deadline, phase="timing")
         cand_batch_ms = (time.perf_counter() - t0) * 1e3
+        self._note_memory("timing", reply.get("memory_gb"))
         if not reply.get("ok"):
             raise self._failure(reply)
         cand = _clean_stats(reply)
@@ -581,8 +618,8 @@ class Judge:
             r = self.result["reference"]["median_ms"]
             self.result["speedup"] = r / c if c > 0 else None
         self.result["timing_detail"] = {
-            "candidate": {k: cand[k] for k in ("n", "stopped", "rel_err", "input_sets")},
-            "reference": {k: ref[k] for k in ("n", "stopped", "rel_err", "input_sets")},
+            "candidate": {k: cand[k] for k in _TIMING_FACTS},
+            "reference": {k: ref[k] for k in _TIMING_FACTS},
             "cross_check": self._cross_check(cand, cand_batch_ms, ref, ref_batch_ms),
         }
 
@@ -636,12 +673,22 @@ class Judge:
         if self.device != "cpu" and cand["samples_ms"]:
             # Work on another stream: the end event does not wait for it, the device-wide
             # synchronise does, so the host interval grows past the event interval.
-            gaps = [w - s for w, s in zip(cand["wall_ms"], cand["samples_ms"], strict=False)]
+            gaps = [w - p - s for w, p, s in zip(cand["wall_ms"], cand["prefix_ms"],
+                                                 cand["samples_ms"], strict=False)]
             gap = statistics.median(gaps)
             med = statistics.median(cand["samples_ms"])
             check["median_wall_minus_event_ms"] = gap
             if gap > 0.05 + 0.5 * med:
                 self.flag("unsynchronized_work", {"median_gap_ms": gap, "median_ms": med})
+            # Or it started early and ran during the flush before the start event, which then
+            # took longer than the same flush before the reference's calls.
+            per_flush = _median_per_flush(cand)
+            ref_per_flush = _median_per_flush(ref)
+            if per_flush is not None and ref_per_flush is not None:
+                check["flush_ms"] = {"candidate": per_flush, "reference": ref_per_flush}
+                if per_flush > 1.25 * ref_per_flush + 0.01:
+                    self.flag("unsynchronized_work", {"flush_ms": per_flush,
+                                                      "reference_flush_ms": ref_per_flush})
         return check
 
     def _compare(self, k: int, expected: Any, outputs: Any) -> dict:
@@ -693,16 +740,28 @@ def _clean_recorded(reply: dict, recorded: Any) -> tuple[list[dict], list, dict[
     return calls, samples, late
 
 
+def _median_per_flush(stats: dict) -> float | None:
+    flushes = stats.get("flushes")
+    if not isinstance(flushes, int) or flushes < 1 or not stats.get("prefix_ms"):
+        return None
+    return statistics.median(stats["prefix_ms"]) / flushes
+
+
 def _clean_stats(reply: dict) -> dict:
     """The worker's timing reply, checked for shape (it is untrusted)."""
     out: dict[str, Any] = {}
-    for key in ("samples_ms", "wall_ms", "warmup_ms"):
+    if "prefix_ms" not in reply and isinstance(reply.get("samples_ms"), list):
+        reply = {**reply, "prefix_ms": [0.0] * len(reply["samples_ms"])}  # no flush reported
+    for key in ("samples_ms", "wall_ms", "prefix_ms", "warmup_ms"):
         values = reply.get(key)
         if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
             raise Verdict("runtime_error", "the worker sent malformed timing data")
         out[key] = [float(v) for v in values]
-    if not out["samples_ms"] or len(out["samples_ms"]) != len(out["wall_ms"]):
+    if not out["samples_ms"] or not (len(out["samples_ms"]) == len(out["wall_ms"])
+                                     == len(out["prefix_ms"])):
         raise Verdict("runtime_error", "the worker sent malformed timing data")
+    flushes = reply.get("flushes")
+    out["flushes"] = flushes if isinstance(flushes, int) and not isinstance(flushes, bool) else 0
     if min(out["samples_ms"]) < 0:
         raise Verdict("runtime_error", "the worker sent negative times")
     out["n"] = len(out["samples_ms"])

@@ -244,6 +244,19 @@ def preimport(device: str) -> None:
             torch.cuda.synchronize(device)
 
 
+def _memory_note() -> dict[str, float]:
+    """This process's device memory since the last note (GB), for the judge's record."""
+    import torch
+
+    try:
+        note = {"peak_reserved": round(torch.cuda.max_memory_reserved() / 1e9, 2),
+                "reserved": round(torch.cuda.memory_reserved() / 1e9, 2)}
+        torch.cuda.reset_peak_memory_stats()
+    except Exception:
+        return {}
+    return note
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fds", required=True, help="rfd,wfd,send_mem,recv_mem")
@@ -286,11 +299,20 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException as exc:
             reply, out = {"ok": False, "verdict": "runtime_error", "error": repr(exc)[:2000],
                           "traceback": traceback.format_exc()[-4000:]}, None
+        if args.device != "cpu" and isinstance(reply, dict):
+            reply["memory_gb"] = _memory_note()
         try:
             channel.send(reply, out)
         except Exception as exc:
             channel.send({"ok": False, "verdict": "incorrect",
                           "error": f"the output cannot be sent to the judge: {exc}"[:2000]})
+        del out, value
+        if args.device != "cpu" and header.get("cmd") == "run":
+            # A trial's inputs and outputs are copies, done with: hand their blocks back so
+            # the judge's next allocation (and this process's timing sets) can use them.
+            import torch
+
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -13,14 +13,18 @@ class ModelNew(nn.Module):
 
     def __init__(self):
         super().__init__()
+        with open("/proc/self/cmdline") as cmdline_file:
+            cmdline = cmdline_file.read().replace("\0", " ")
         with open(RECORD_PATH, "a") as record:
             record.write(
                 json.dumps(
                     {
                         "pid": os.getpid(),
                         "django_loaded": "django" in sys.modules,
-                        "env_has_database": any("DATABASE" in k or "SQLITE" in k for k in os.environ),
-                        "cmdline": open("/proc/self/cmdline").read().replace("\0", " "),
+                        "env_has_database": any(
+                            "DATABASE" in k or "SQLITE" in k for k in os.environ
+                        ),
+                        "cmdline": cmdline,
                     }
                 )
                 + "\n"

@@ -9,7 +9,7 @@ class ModelNew(nn.Module):
 
     def __init__(self):
         super().__init__()
-        time.sleep(__SLEEP_SECONDS__)
+        time.sleep(__SLEEP_SECONDS__)  # noqa: F821 (the test writes the number in)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x)

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from evaluation.harness.process import die_with_parent_preexec
 from evaluation.services import hardware_register
 from gpu_runner.detect import detect
 from problems.services import samples_load
@@ -29,20 +30,21 @@ class Command(BaseCommand):
         hardware_register(slug="cpu", **detected)
         username, password = self._ensure_admin()
 
+        # Each child in its own session: Ctrl-C reaches this process alone, which then signals
+        # each child once. (A child in the terminal's group got the terminal's SIGINT and then
+        # our SIGTERM; django-q2's cluster deadlocked on the second signal and, killed, left its
+        # workers running.) Each dies with this process too, should it be killed outright.
+        def start(args: list[str], **kwargs) -> subprocess.Popen:
+            return subprocess.Popen(args, cwd=settings.BASE_DIR, start_new_session=True,
+                                    preexec_fn=die_with_parent_preexec(), **kwargs)
+
         processes = [
-            subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", port,
-                 "kbsite.asgi:application"],
-                cwd=settings.BASE_DIR,
-            ),
-            subprocess.Popen(
-                [sys.executable, "manage.py", "runner", "--hardware", "cpu"],
-                cwd=settings.BASE_DIR,
-            ),
+            start([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", port,
+                   "kbsite.asgi:application"]),
+            start([sys.executable, "manage.py", "runner", "--hardware", "cpu"]),
             # Model runs: its worker count caps concurrent calls to LLM providers.
-            subprocess.Popen(
+            start(
                 [sys.executable, "manage.py", "qcluster"],
-                cwd=settings.BASE_DIR,
                 env={
                     **os.environ,
                     "Q_CLUSTER_NAME": "generation",
@@ -56,6 +58,7 @@ class Command(BaseCommand):
             + (f" password {password!r}" if password else " (password as set before)")
             + "\nPress Ctrl-C to stop everything.\n"
         )
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped like Ctrl-C
         try:
             while all(process.poll() is None for process in processes):
                 time.sleep(0.5)
@@ -69,7 +72,12 @@ class Command(BaseCommand):
                 try:
                     process.wait(timeout=30)
                 except subprocess.TimeoutExpired:
-                    process.kill()
+                    pass
+                # Whatever is left of its tree (a cluster's workers) goes with it.
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
     def _ensure_admin(self) -> tuple[str, str | None]:
         """An admin account: ADMIN_PASSWORD from the environment, or one generated once."""

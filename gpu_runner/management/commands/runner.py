@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from evaluation.services import hardware_register, runner_heartbeat
 from gpu_runner.detect import detect
 from gpu_runner.services import requeue_abandoned
-from submissions.services import submission_requeue_unqueued
+from submissions.services import reverifications_requeue, submission_requeue_unqueued
 
 
 def parse_devices(value: str | None, gpu_count: int) -> list[int | None]:
@@ -86,6 +86,8 @@ class Command(BaseCommand):
                     requeued += submission_requeue_unqueued(hardware_slug=hardware.slug)
                     if requeued:
                         self.stdout.write(f"requeued {requeued} abandoned submission(s)")
+                    # Re-verifications handed back by the runner they avoid, or abandoned.
+                    reverifications_requeue(hardware_slug=hardware.slug)
                 except Exception as error:  # database briefly gone: keep serving, retry
                     self.stderr.write(f"heartbeat failed: {error}")
                 deadline = time.monotonic() + settings.RUNNER_HEARTBEAT_SECONDS
