@@ -10,6 +10,13 @@ make that the scaled setup instead):
 
     .venv/bin/python bench/load_test.py --embedded --clients 4 --minutes 2
 
+On the scaled setup the started site gets a PostgreSQL database of its own: one with a unique
+name (kbsite_load_...) is created on the server of DATABASE_URL (its role needs CREATEDB, which
+scripts/scaled_services.sh gives) and dropped at the end, so a run leaves no users or
+submissions in the database that DATABASE_URL names. Redis is not separated: its queue for the
+hardware (cpu) is shared, so do not run this while another runner, such as `make scaled`'s,
+serves that queue on the same Redis.
+
 Each client keeps up to --in-flight submissions of its own queued or running: it submits (with
 an Idempotency-Key, retried with the same key after a network error or a 503, so a retry can
 never store a second copy), polls GET /api/v1/submissions/ID/ until each finishes, and submits
@@ -44,6 +51,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlparse, urlunparse
 
 import requests
 
@@ -72,7 +80,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=60.0, help="per request, in seconds")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true",
-                        help="keep the embedded setup's temporary folder (database, logs)")
+                        help="keep the embedded setup's temporary folder (database, logs) and,"
+                        " on the scaled setup, its PostgreSQL database")
     args = parser.parse_args()
     if not args.embedded and (not args.url or not args.token):
         parser.error("give --url and at least one --token, or --embedded")
@@ -240,21 +249,71 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class ThrowawayDatabase:
+    """A PostgreSQL database of this run's own, on the server that `url` points at.
+
+    Created and dropped through `url` itself (CREATE/DROP DATABASE run from any database), so
+    nothing is written in the database it names.
+    """
+
+    def __init__(self, url: str) -> None:
+        parts = urlparse(url)
+        self.admin_url = url
+        self.name = f"kbsite_load_{datetime.now(UTC):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
+        self.url = urlunparse(parts._replace(path=f"/{self.name}"))
+        import psycopg
+
+        try:
+            self._execute("CREATE DATABASE {}")
+        except psycopg.errors.InsufficientPrivilege as error:
+            raise RuntimeError(
+                f"the role in DATABASE_URL may not create a database for the load test ({error});"
+                " give it CREATEDB (scripts/scaled_services.sh does)"
+            ) from error
+
+    def _execute(self, statement: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.admin_url, autocommit=True, connect_timeout=30) as connection:
+            connection.execute(sql.SQL(statement).format(sql.Identifier(self.name)))
+
+    def drop(self) -> None:
+        # FORCE (PostgreSQL 13+) ends the sessions of any process that outlived the site.
+        self._execute("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class EmbeddedSite:
-    """`manage.py run_embedded` in a temporary var folder: web server, cpu runner, workers."""
+    """`manage.py run_embedded` in a temporary var folder: web server, cpu runner, workers.
+
+    With DATABASE_URL set (the scaled setup) it runs on a throwaway PostgreSQL database on that
+    server, dropped by stop().
+    """
 
     def __init__(self, clients: int) -> None:
+        self.clients = clients
         self.folder = tempfile.mkdtemp(prefix="kbsite-load-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "KBSITE_VAR_DIR": self.folder, "PORT": str(self.port),
                     "DJANGO_SETTINGS_MODULE": "kbsite.settings"}
+        self.database: ThrowawayDatabase | None = None
+        self.process: subprocess.Popen | None = None
         self.log = open(Path(self.folder) / "site.log", "w")  # noqa: SIM115 (lives with the site)
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "run_embedded"], cwd=REPO, env=self.env,
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        self.clients = clients
+        try:
+            if os.environ.get("DATABASE_URL"):
+                self.database = ThrowawayDatabase(os.environ["DATABASE_URL"])
+                self.env["DATABASE_URL"] = self.database.url
+            self.process = subprocess.Popen(
+                [sys.executable, "manage.py", "run_embedded"], cwd=REPO, env=self.env,
+                stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except BaseException:
+            self.stop(keep=False)
+            raise
 
     def wait_until_up(self, timeout: float = 300.0) -> None:
         deadline = time.monotonic() + timeout
@@ -290,7 +349,7 @@ class EmbeddedSite:
         raise RuntimeError(f"no runner came online for {hardware}")
 
     def stop(self, *, keep: bool) -> None:
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             # run_embedded stops its children itself (each once; they run in sessions of
             # their own). SIGTERM, not SIGINT: a shell's background job ignores SIGINT, and so
             # would everything started from it.
@@ -302,9 +361,12 @@ class EmbeddedSite:
                 self.process.wait(timeout=10)
         self.log.close()
         if keep:
-            print(f"the embedded setup's database and log are in {self.folder}")
-        else:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            print(f"the embedded setup's database and log are in {self.folder}"
+                  + (f"; its PostgreSQL database is {self.database}" if self.database else ""))
+            return
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.database is not None:
+            self.database.drop()
 
 
 # ---- main ---------------------------------------------------------------------------------------
@@ -347,19 +409,24 @@ def main() -> int:
     payload = {"level": level, "number": number, "backend": args.backend,
                "hardware": args.hardware, "source": args.kernel.read_text(),
                "filename": args.kernel.name}
+    # A SIGTERM ends the run through the finally below, which stops the site it started and
+    # drops its database, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     site = None
-    if args.embedded:
-        site = EmbeddedSite(args.clients)
-        print(f"starting the embedded setup in {site.folder} on port {site.port} ...",
-              flush=True)
-        site.wait_until_up()
-        tokens = site.tokens()
-        site.wait_for_runner(args.hardware)
-        base = site.url
-        setup = "scaled (DATABASE_URL/REDIS_URL)" if os.environ.get("DATABASE_URL") else "embedded"
-    else:
-        base, tokens, setup = args.url, args.token, f"site at {args.url}"
     try:
+        if args.embedded:
+            site = EmbeddedSite(args.clients)
+            where = f" on database {site.database}" if site.database else ""
+            print(f"starting the embedded setup in {site.folder}{where} on port {site.port} ...",
+                  flush=True)
+            site.wait_until_up()
+            tokens = site.tokens()
+            site.wait_for_runner(args.hardware)
+            base = site.url
+            setup = (f"scaled (REDIS_URL, PostgreSQL database {site.database} of its own)"
+                     if site.database else "embedded")
+        else:
+            base, tokens, setup = args.url, args.token, f"site at {args.url}"
         figures = Figures()
         stop_submitting = threading.Event()
         deadline = [float("inf")]

@@ -33,10 +33,29 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 def database_from_url(url: str) -> dict:
-    """A Django DATABASES entry from a postgres:// URL (the only scaled database we support)."""
+    """A Django DATABASES entry from a postgres:// URL (the only scaled database we support).
+
+    Connections come from Django's PostgreSQL connection pool (psycopg_pool), one pool per
+    process, unless DB_POOL=0. Daphne runs each request in a thread of its own, so persistent
+    connections (CONN_MAX_AGE) were never reused there: every request opened a new PostgreSQL
+    session. A pooled connection goes back to the pool when Django closes it at the end of the
+    request, so CONN_MAX_AGE must be 0 with the pool (Django refuses anything else).
+    """
     parts = urlparse(url)
     if parts.scheme not in {"postgres", "postgresql"}:
         raise ValueError(f"DATABASE_URL must be a postgres:// URL, not {parts.scheme}://")
+    options: dict = dict(parse_qsl(parts.query))
+    pooled = env_bool("DB_POOL", True)
+    if pooled:
+        options["pool"] = {
+            # Kept open per process; the pool grows to max_size on demand and closes what
+            # stays idle past max_idle (10 min) back down to min_size.
+            "min_size": env_int("DB_POOL_MIN_SIZE", 2),
+            "max_size": env_int("DB_POOL_MAX_SIZE", 10),
+            # How long a request waits for a free connection before failing (a 503 with
+            # Retry-After, from kbsite.middleware.DatabaseUnavailableMiddleware).
+            "timeout": float(env("DB_POOL_TIMEOUT", "10")),
+        }
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parts.path.lstrip("/")),
@@ -44,8 +63,10 @@ def database_from_url(url: str) -> dict:
         "PASSWORD": unquote(parts.password or ""),
         "HOST": parts.hostname or "",
         "PORT": str(parts.port or ""),
-        "OPTIONS": dict(parse_qsl(parts.query)),
-        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60),
+        "OPTIONS": options,
+        # Without the pool: how long a thread keeps its connection (DB_CONN_MAX_AGE seconds).
+        "CONN_MAX_AGE": 0 if pooled else env_int("DB_CONN_MAX_AGE", 60),
+        # With the pool, the pool checks each connection as it hands it out.
         "CONN_HEALTH_CHECKS": True,
     }
 
@@ -116,9 +137,30 @@ TEMPLATES = [
     },
 ]
 
+# A forked child (django-q2 forks its workers and monitor from a sentinel that has used the
+# database) must not use the pools it inherits: their idle connections are the parent's
+# sessions, and a child that took one would talk on the parent's socket, while closing or
+# freeing one would end the parent's session. The child keeps them referenced, untouched, and
+# its first query makes a pool of its own.
+_inherited_pools: list = []
+
+
+def _leave_pools_to_parent() -> None:
+    import sys
+
+    base = sys.modules.get("django.db.backends.postgresql.base")
+    if base is None:
+        return  # no pool was ever made in this process
+    pools = base.DatabaseWrapper._connection_pools
+    _inherited_pools.extend(pools.values())
+    pools.clear()
+
+
 DATABASE_URL = env("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": database_from_url(DATABASE_URL)}
+    if "pool" in DATABASES["default"]["OPTIONS"]:
+        os.register_at_fork(after_in_child=_leave_pools_to_parent)
 else:
     # WAL and an immediate write lock let the web process, the relay and runner processes
     # share one SQLite file without "database is locked" on every concurrent write.

@@ -6,11 +6,13 @@ setup, and ends once the submission is finished.
 """
 
 import asyncio
+import functools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from asgiref.sync import sync_to_async
+from django.db import connection
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 from rest_framework.exceptions import AuthenticationFailed
@@ -38,6 +40,28 @@ def _format(event: str, payload: dict, event_id: int | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
+def _gives_back_connection(query: Callable) -> Callable:
+    """Return the thread's database connection to the pool after each query.
+
+    A stream holds its request's thread for up to MAX_STREAM_SECONDS, and Django gives a
+    request's connection back only when the response ends: with PostgreSQL's connection pool
+    (kbsite/settings.py), every open stream would keep one of the pool's few connections.
+    """
+
+    @functools.wraps(query)
+    def wrapper(*args, **kwargs):
+        try:
+            return query(*args, **kwargs)
+        finally:
+            if "pool" in connection.settings_dict.get("OPTIONS", {}) and not (
+                connection.in_atomic_block
+            ):
+                connection.close()
+
+    return wrapper
+
+
+@_gives_back_connection
 def _snapshot(pk: int) -> dict | None:
     submission = Submission.objects.filter(pk=pk).first()
     if submission is None:
@@ -45,6 +69,7 @@ def _snapshot(pk: int) -> dict | None:
     return submission_status_payload(submission)
 
 
+@_gives_back_connection
 def _latest_event_id(group: str) -> int:
     return (
         LiveEvent.objects.filter(group=group).order_by("-id").values_list("id", flat=True).first()
@@ -52,6 +77,7 @@ def _latest_event_id(group: str) -> int:
     )
 
 
+@_gives_back_connection
 def _events_after(group: str, last_id: int) -> list[tuple[int, dict]]:
     return list(
         LiveEvent.objects.filter(group=group, id__gt=last_id)

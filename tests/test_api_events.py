@@ -2,8 +2,11 @@
 
 import asyncio
 import json
+import os
+import time
 
 import pytest
+import requests
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
@@ -111,3 +114,36 @@ async def test_a_bad_token_is_refused(submission):
         f"/api/v1/submissions/{submission.pk}/events/", headers={"Authorization": "Token nope"}
     )
     assert response.status_code == 401
+
+
+@pytest.fixture
+def pool_of_two(monkeypatch):
+    """The web process's PostgreSQL pool cut to two connections (read when daphne starts)."""
+    monkeypatch.setenv("DB_POOL_MAX_SIZE", "2")
+    monkeypatch.setenv("DB_POOL_MIN_SIZE", "1")
+    monkeypatch.setenv("DB_POOL_TIMEOUT", "3")
+
+
+@pytest.mark.scaled
+@pytest.mark.skipif(not os.environ.get("DATABASE_URL"),
+                    reason="needs DATABASE_URL (make test-scaled starts it)")
+def test_open_streams_do_not_keep_the_pools_connections_from_other_requests(
+    submission, pool_of_two, live_site
+):
+    # Five streams on a pool of two: each held its connection for its whole life once, and
+    # every other request then waited the pool's timeout and got a 503.
+    url = f"{live_site}/api/v1/submissions/{submission.pk}/events/"
+    streams = [requests.get(url, stream=True, timeout=30) for _ in range(5)]
+    try:
+        firsts = [next(s.iter_lines()) for s in streams]
+        assert firsts == [b"event: snapshot"] * 5
+        time.sleep(1.0)  # the streams poll meanwhile
+        for _ in range(3):
+            started = time.monotonic()
+            page = requests.get(f"{live_site}/submissions/{submission.pk}/status.json",
+                                timeout=30)
+            assert page.status_code == 200, page.text
+            assert time.monotonic() - started < 2.0
+    finally:
+        for stream in streams:
+            stream.close()

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Every variable the settings read to choose a setup; removed from the inherited environment so
@@ -18,7 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 SWITCHES = (
     "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "BEHIND_TLS_PROXY",
     "SECURE_HSTS_SECONDS", "DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "SQLITE_TEST_PATH",
-    "DJANGO_SETTINGS_MODULE",
+    "DJANGO_SETTINGS_MODULE", "DB_POOL", "DB_POOL_MIN_SIZE", "DB_POOL_MAX_SIZE", "DB_POOL_TIMEOUT",
+    "DB_CONN_MAX_AGE",
 )
 PRODUCTION = {
     "DEBUG": "0",
@@ -89,9 +92,32 @@ def test_database_url_switches_to_postgresql_with_every_part_of_the_url(tmp_path
     assert db["ENGINE"] == "django.db.backends.postgresql"
     assert (db["NAME"], db["USER"], db["PASSWORD"]) == ("kernels", "kb@site", "p:ss/w0rd")
     assert (db["HOST"], db["PORT"]) == ("db.internal", "6543")
-    assert db["OPTIONS"] == {"sslmode": "require"}
-    # Web workers keep their connections, and check them before use after a database restart.
-    assert db["CONN_MAX_AGE"] > 0 and db["CONN_HEALTH_CHECKS"] is True
+    # The URL's query passes through; connections come from a pool of each process, so no
+    # connection is kept past its request (Django refuses CONN_MAX_AGE with a pool), and the
+    # pool checks each connection as it hands it out (after a database restart).
+    assert db["OPTIONS"] == {
+        "sslmode": "require", "pool": {"min_size": 2, "max_size": 10, "timeout": 10.0},
+    }
+    assert db["CONN_MAX_AGE"] == 0 and db["CONN_HEALTH_CHECKS"] is True
+
+
+def test_the_pool_sizes_and_wait_come_from_the_environment(tmp_path):
+    s = settings_with(
+        tmp_path, "DATABASES", DATABASE_URL="postgres://kbsite:pw@db.internal:5432/kbsite",
+        DB_POOL_MIN_SIZE="1", DB_POOL_MAX_SIZE="4", DB_POOL_TIMEOUT="2.5",
+    )
+    db = s["DATABASES"]["default"]
+    assert db["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 4, "timeout": 2.5}
+    assert db["CONN_MAX_AGE"] == 0
+
+
+def test_db_pool_0_keeps_per_thread_connections_for_conn_max_age_instead(tmp_path):
+    url = "postgres://kbsite:pw@db.internal:5432/kbsite"
+    s = settings_with(tmp_path, "DATABASES", DATABASE_URL=url, DB_POOL="0")
+    db = s["DATABASES"]["default"]
+    assert "pool" not in db["OPTIONS"] and db["CONN_MAX_AGE"] == 60
+    s = settings_with(tmp_path, "DATABASES", DATABASE_URL=url, DB_POOL="0", DB_CONN_MAX_AGE="5")
+    assert s["DATABASES"]["default"]["CONN_MAX_AGE"] == 5
 
 
 def test_a_database_url_that_is_not_postgresql_is_refused_with_a_clear_error(tmp_path):
@@ -220,3 +246,84 @@ def test_with_debug_off_whitenoise_serves_hashed_compressed_static_files_over_ht
     # and a plain http request is sent to https.
     assert served["plain_status"] == 301
     assert served["plain_location"] == f"https://kb.example.org{served['url']}"
+
+
+# ---- on a real PostgreSQL server (make test-scaled) ---------------------------------------------
+
+needs_postgresql = pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL"), reason="needs DATABASE_URL (make test-scaled starts it)"
+)
+
+# As daphne serves requests: each in a thread of its own that ends with the request, Django
+# closing the thread's connection when the request finishes. Reads only pg_backend_pid().
+REQUESTS_IN_THREADS = """
+import json, threading, django
+django.setup()
+from django.db import connection
+sessions = []
+def request():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        sessions.append(cursor.fetchone()[0])
+    connection.close_if_unusable_or_obsolete()  # what request_finished does
+for _ in range(20):
+    thread = threading.Thread(target=request)
+    thread.start()
+    thread.join()
+print(json.dumps(sessions))
+"""
+
+
+@pytest.mark.scaled
+@needs_postgresql
+@pytest.mark.parametrize("pool", ["1", "0"])
+def test_requests_in_threads_of_their_own_reuse_pooled_postgresql_sessions(tmp_path, pool):
+    result = python(tmp_path, REQUESTS_IN_THREADS, DATABASE_URL=os.environ["DATABASE_URL"],
+                    DB_POOL=pool, DB_POOL_MAX_SIZE="3")
+    assert result.returncode == 0, result.stderr
+    sessions = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(sessions) == 20
+    if pool == "1":
+        # The pool's few connections (at most its max_size), reused request after request.
+        assert len(set(sessions)) <= 3
+    else:
+        # Without the pool a thread's persistent connection dies with its thread: one new
+        # PostgreSQL session per request, the cost the pool removes.
+        assert len(set(sessions)) == 20
+
+
+# django-q2 closes Django's connections and forks its workers from a process that has used the
+# database: the closed connections are idle in that process's pool, which the child inherits.
+FORK_AFTER_USE = """
+import json, os, django
+django.setup()
+from django.db import connection, connections
+def backend():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+before = backend()
+connections.close_all()
+read, write = os.pipe()
+child = os.fork()
+if child == 0:
+    os.write(write, str(backend()).encode())
+    connections.close_all()
+    os._exit(0)
+os.close(write)
+in_child = int(os.read(read, 64))
+os.waitpid(child, 0)
+after = backend()
+print(json.dumps({"parent": [before, after], "child": in_child}))
+"""
+
+
+@pytest.mark.scaled
+@needs_postgresql
+def test_a_forked_child_makes_its_own_pool_and_never_shares_the_parents_sessions(tmp_path):
+    # A pool of one connection: a child that shared the parent's would get exactly that one.
+    result = python(tmp_path, FORK_AFTER_USE, DATABASE_URL=os.environ["DATABASE_URL"],
+                    DB_POOL_MIN_SIZE="1", DB_POOL_MAX_SIZE="1")
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["child"] not in seen["parent"], seen
