@@ -29,6 +29,8 @@ each phase:
   inputs    input generation (every trial and timing set, from the server's seeds)
   check     the correctness trials (transfers, candidate, reference, comparison)
   timing    the timed loops of candidate and reference
+  post      after the timing: the profiled call (does the claimed backend do the work?), the
+            final state, the speed-of-light bound, and anything the phases above leave out
   store     end of the harness -> result stored and published (finished_at - claim - harness)
   e2e       submitted -> stored
 
@@ -142,6 +144,13 @@ def row_for(label: str, submission, evaluation) -> dict:
         "inputs": phases.get("inputs"),
         "check": phases.get("correctness"),
         "timing": phases.get("timing"),
+        # After the timing (the profiled call, the final state, speed of light) and whatever
+        # the phases above leave out.
+        "post": (harness - sum(phases.get(k) or 0.0 for k in
+                               ("load", "inputs", "correctness", "timing")) - (start or 0.0))
+        if harness is not None else None,
+        "profile": phases.get("profile"),
+        "phases": phases,
         "harness": harness,
         "store": store,
         "e2e": e2e,
@@ -163,7 +172,7 @@ def row_for(label: str, submission, evaluation) -> dict:
 def print_table(rows: list[dict], title: str) -> None:
     print(f"\n{title}")
     head = (f"{'evaluation':22} {'verdict':9} {'pre':3} {'queue':>6} {'start':>6} {'load':>6} "
-            f"{'inputs':>6} {'check':>6} {'timing':>6} {'store':>6} {'e2e s':>7} "
+            f"{'inputs':>6} {'check':>6} {'timing':>6} {'post':>6} {'store':>6} {'e2e s':>7} "
             f"{'floor s':>8} {'e2e/floor':>9} {'cand ms':>9} {'speedup':>8}")
     print(head)
     print("-" * len(head))
@@ -171,7 +180,8 @@ def print_table(rows: list[dict], title: str) -> None:
         pre = "yes" if r["prestarted"] else "no"
         print(f"{r['label'][:22]:22} {r['verdict'][:9]:9} {pre:3} {fmt(r['queue']):>6} "
               f"{fmt(r['start']):>6} {fmt(r['load']):>6} {fmt(r['inputs']):>6} "
-              f"{fmt(r['check']):>6} {fmt(r['timing']):>6} {fmt(r['store']):>6} "
+              f"{fmt(r['check']):>6} {fmt(r['timing']):>6} {fmt(r['post']):>6} "
+              f"{fmt(r['store']):>6} "
               f"{fmt(r['e2e']):>7} {fmt(r['floor'], '.3f'):>8} {fmt(r['ratio'], '.0f'):>9} "
               f"{fmt(r['cand_ms'], '.4g'):>9} {fmt(r['speedup'], '.3g'):>8}")
         if r["verdict"] != "correct" and r["error"]:

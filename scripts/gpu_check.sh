@@ -2,7 +2,12 @@
 # The GPU checks in one command, on a CUDA host whose python3 has torch and triton but not
 # Django (the lent H200: Python 3.12, torch 2.11, triton 3.6). Run from the repository root:
 #
-#   scripts/gpu_check.sh [SECTION ...]     sections: harness exploits tests runner (default: all)
+#   scripts/gpu_check.sh [SECTION ...]
+#
+# Sections: harness exploits tests runner (the default: all four), and the longer ones named
+# alone: speed (bench/eval_speed.py, after and before), drain (40 level 1 evaluations on every
+# GPU, then on GPU 0 alone), curation (validation and eager baselines of levels 1 and 2, one
+# shard per GPU; the site's database comes back as $OUT/curation.sqlite3).
 #
 # Needs, next to the code: .whl/ (scripts/fetch_gpu_wheels.sh) and .kernelbench/ (a copy of the
 # KernelBench problem folder). Writes logs to $OUT when set (the device tool's output folder).
@@ -28,7 +33,23 @@ for section in $sections; do
         harness) python3 scripts/gpu_check.py --problems "$KB" 2>&1 | tee "$OUT/harness.log" ;;
         exploits) python3 scripts/gpu_check.py --problems "$KB" --only exploits 2>&1 | tee "$OUT/exploits.log" ;;
         tests) python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -40 | tee "$OUT/tests.log" ;;
-        runner) python3 scripts/runner_check.py --kernelbench "$KB" 2>&1 | tee "$OUT/runner.log" ;;
+        runner) python3 scripts/runner_check.py --kernelbench "$KB" \
+                    --time-limit "${TIME_LIMIT:-120}" 2>&1 | tee "$OUT/runner.log" ;;
+        speed)
+            python3 bench/eval_speed.py --kernelbench "$KB" --json "$OUT/after.json" 2>&1 \
+                | tee "$OUT/after.log"
+            [ "${SPEED_BEFORE:-1}" = 1 ] && python3 bench/eval_speed.py --kernelbench "$KB" \
+                --before --only 19_ReLU --repeats 1 --json "$OUT/before.json" 2>&1 \
+                | tee "$OUT/before.log" ;;
+        drain)
+            # Both drains use one build cache, filled ahead: like for like.
+            export BUILD_CACHE_DIR=${BUILD_CACHE_DIR:-/tmp/kb-builds}
+            python3 scripts/runner_check.py --kernelbench "$KB" --set level1 --copies 5 \
+                --precompile --timeout "${DRAIN_TIMEOUT:-300}" 2>&1 | tee "$OUT/drain_all.log"
+            python3 scripts/runner_check.py --kernelbench "$KB" --set level1 --copies 5 \
+                --precompile --devices 0 --timeout "${DRAIN_TIMEOUT:-300}" 2>&1 \
+                | tee "$OUT/drain_one.log" ;;
+        curation) scripts/gpu_curation.sh "$KB" "$OUT" 2>&1 | tee "$OUT/curation.log" ;;
         *) echo "unknown section $section"; status=2 ;;
     esac
     [ "${PIPESTATUS[0]}" = 0 ] || status=1

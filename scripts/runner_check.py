@@ -1,6 +1,7 @@
 """Drain a queue of mixed submissions through a real `manage.py runner` and print what happened.
 
-    python3 scripts/runner_check.py --kernelbench PATH [--devices 0,1] [--repeat-relu 5]
+    python3 scripts/runner_check.py --kernelbench PATH [--devices 0,1] [--copies N]
+    python3 scripts/runner_check.py --kernelbench PATH --set level1 --copies 5 --precompile
     python3 scripts/runner_check.py --cpu          # the same on this machine's CPU runner
 
 It sets up a throwaway SQLite site, imports the problems the kernels are for, submits correct,
@@ -46,6 +47,14 @@ for level, name in [
             (f"level{level}/{name}.py", f"gpu_kernels/level{level}/{name}/{kind}.py", "auto")
         )
 
+# A level 1 drain for a host's throughput (--set level1 --copies 5: 40 evaluations): right and
+# wrong kernels of four problems, CUDA, Triton and plain PyTorch, no faults.
+LEVEL1_SET = [
+    ("level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_cuda.py", "cuda"),
+    ("level1/19_ReLU.py", "bench/kernels/level1_19_ReLU_triton.py", "triton"),
+    *[item for item in GPU_SET if item[0].startswith("level1/") and "gpu_kernels/" in item[1]],
+]
+
 CPU_SET = [
     ("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"),
     ("level1/901_Small_ReLU.py", "tests/kernels/relu_wrong.py", "torch"),
@@ -70,6 +79,12 @@ def main() -> int:
     parser.add_argument("--devices", default="", help="GPUs for the runner (default: all)")
     parser.add_argument("--copies", type=int, default=1, help="submit the whole set N times")
     parser.add_argument("--quick", action="store_true", help="only the ReLU kernels and faults")
+    parser.add_argument("--set", choices=("mixed", "level1"), default="mixed",
+                        help="mixed: right, wrong, crashing, hanging (default); level1: the "
+                        "level 1 right and wrong kernels, no faults")
+    parser.add_argument("--precompile", action="store_true",
+                        help="build the CUDA kernels into the build cache before the runner "
+                        "starts (so that runs with different --devices compare like for like)")
     parser.add_argument("--time-limit", default="120")
     parser.add_argument("--timeout", type=float, default=1500)
     args = parser.parse_args()
@@ -85,6 +100,7 @@ def main() -> int:
             # One runner and every submission evaluated once: a new record's second evaluation
             # wants another runner (tests/test_reverification.py covers it).
             "REVERIFY_NEW_RECORDS": "0",
+            "QUOTA_GPU_SECONDS_PER_DAY": "10000000",  # a drain of many, by one user
         }
     )
     import django
@@ -106,7 +122,13 @@ def main() -> int:
     hardware = hardware_register(slug=slug, **detected)
     user = get_user_model().objects.create_user("checker")
     problems_root = SAMPLES_DIR if args.cpu else Path(args.kernelbench)
-    plan = (CPU_SET if args.cpu else GPU_SET[:8] if args.quick else GPU_SET) * args.copies
+    if args.cpu:
+        plan = CPU_SET
+    elif args.set == "level1":
+        plan = LEVEL1_SET
+    else:
+        plan = GPU_SET[:8] if args.quick else GPU_SET
+    plan = plan * args.copies
 
     submissions = []
     problems = {}
@@ -182,6 +204,13 @@ def main() -> int:
                   f"{fmt(phases.get('compile'), '.3g'):>9} {fmt(phases.get('wall'), '.3g'):>7} "
                   f"{device:>6}", flush=True)
 
+    if args.precompile:
+        from bench.eval_speed import precompile
+
+        precompile([(kernel_file, submission.problem, submission.source)
+                    for kernel_file, submission in submissions],
+                   hardware_is_cpu=hardware.kind == "cpu")
+
     started = time.monotonic()
     runner_args = [sys.executable, "manage.py", "runner", "--hardware", slug]
     if args.devices:
@@ -209,9 +238,15 @@ def main() -> int:
         if submission.pk not in printed:
             print(f"{submission.pk:>4} not finished: {submission.status}")
     overlaps = 0
-    for runs in spans.values():
+    everything = [span for runs in spans.values() for span in runs]
+    drain = (max(b for _, b in everything) - min(a for a, _ in everything)) if everything else 0
+    for name, runs in sorted(spans.items()):
         runs.sort()
         overlaps += sum(1 for a, b in zip(runs, runs[1:], strict=False) if a[1] > b[0])
+        busy = sum(b - a for a, b in runs)
+        print(f"{name.rsplit(':', 1)[-1]:>6}: {len(runs)} evaluations, evaluating "
+              f"{100 * busy / drain if drain else 0:.0f}% of the {drain:.1f} s from the first "
+              f"start to the last finish")
     print(f"\n{finished}/{len(submissions)} evaluated in {wall:.1f} s wall "
           f"({3600 * finished / wall:.0f} evaluations per hour) on {len(spans)} device slot(s); "
           f"overlapping evaluations on one device: {overlaps}")

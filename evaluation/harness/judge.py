@@ -455,6 +455,9 @@ class Judge:
         self.add_phase_time("timing", time.perf_counter() - t_timing)
         self.reject_if_needed(rejecting, "timed calls")
         t_checks = time.perf_counter()
+        # Nothing is timed from here on (the runner lets the next evaluation's processes
+        # start again).
+        self.phase("profiling")
         self._profile()
         self._final_state()
         self._speed_of_light()
@@ -537,8 +540,10 @@ class Judge:
         backend = self.job["backend"]
         if backend == "torch":
             return
+        t0 = time.perf_counter()
         reply, _ = self.worker.request({"cmd": "profile"}, deadline=self.deadline,
                                        phase="profiling")
+        self.add_phase_time("profile", time.perf_counter() - t0)
         if not reply.get("ok"):
             self.checks["backend"] = {"error": str(reply.get("error") or "")[:500]}
             return

@@ -14,7 +14,8 @@ No state leaks between submissions: a pair serves exactly one evaluation, and th
 tree is killed like any other. The next spare starts when a job is handed over, next to the
 running evaluation (on a GPU both of its processes create their CUDA context ahead too), and it
 disturbs none of that evaluation's timings: it is stopped (SIGSTOP to its process group) while
-the running evaluation is being timed, and continued (SIGCONT) once that one has its result.
+the running evaluation is being timed, and continued (SIGCONT) once that one's timed calls are
+done (its untimed checks after them, the profiled call, take seconds on a GPU).
 
 Runner side (the sandbox): `Launch`, `spawn`, `Pool`. Sandbox side: `main` (imports torch
 lazily, like the rest of the judge).
@@ -292,6 +293,18 @@ def _preimport(device: str, *, spare: bool) -> None:
     if spare and device != "cpu":
         with contextlib.suppress(Exception):
             torch.empty(1, device=device).zero_()
+            torch.cuda.synchronize(device)
+        # What the judge's first steps pay once per process, paid here on a tiny problem: on a
+        # GPU job (it carries peak rates) the problem's FLOPs are counted, whose first count
+        # takes seconds of imports and dispatch set-up, and the read-bytes bound runs a
+        # backward pass. Nothing of the candidate is involved.
+        with contextlib.suppress(Exception):
+            from torch.utils.flop_counter import FlopCounterMode
+
+            x = torch.ones(8, 8, device=device, requires_grad=True)
+            with FlopCounterMode(display=False):
+                y = torch.nn.functional.gelu(x @ x)
+            y.sum().backward()
             torch.cuda.synchronize(device)
 
 

@@ -531,9 +531,15 @@ class ProbeWorker(Worker):
         names = {t.ident: t.name for t in threading.enumerate()}
         main = threading.main_thread().ident
         found = []
-        for ident, frame in sys._current_frames().items():
-            if ident == main:
-                continue
+        frames = sys._current_frames()
+        # Neither the main thread nor this one. This thread's frame is this very frame: held
+        # in a local here, it made a cycle (this frame -> itself) that kept the callers'
+        # frames, and the trial's inputs and outputs with them, alive until the garbage
+        # collector ran. On a problem of 6 GB a tensor, the worker held two more of them
+        # after each trial and ran out of memory.
+        frames.pop(main, None)
+        frames.pop(threading.get_ident(), None)
+        for ident, frame in frames.items():
             f = frame
             while f is not None:
                 if f.f_code.co_filename.startswith(self.candidate_prefix):

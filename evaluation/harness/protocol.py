@@ -45,6 +45,7 @@ _IPC_KEY = "__ipc__"  # header key of the frames the channel exchanges on its ow
 _MIN_BOX = 2 << 20
 _MAX_BOX = 1 << 44  # larger than any device: a box request beyond it is garbage
 _PROBE_BYTES = 256
+BOX_SHARE = 16  # a box holds more than its message asks only while it is under 1/16 of memory
 
 _DTYPE_NAMES = (
     "float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
@@ -449,9 +450,11 @@ class Channel:
             return True
         device = on_device[0].device
         # Room for a few messages like this one (the timing sets travel together), so that
-        # the box rarely grows again; never a large share of the device for it, though.
+        # the box rarely grows again; never a large share of the device for it, though: a
+        # box is kept until the judge exits, and on a problem of several GB a tensor a box of
+        # four messages took a fifth of an H200 that the worker then lacked.
         total = _device_memory(device)
-        sizes = [4 * need, need] if 4 * need <= total // 4 else [need]
+        sizes = [4 * need, need] if 4 * need <= total // BOX_SHARE else [need]
         for size in sizes:
             try:
                 self.in_box = Box(str(device), size)
@@ -578,7 +581,8 @@ class Channel:
         if self.ipc and isinstance(need, int) and 0 < need <= _MAX_BOX:
             try:
                 device = str(self.out_box.tensor.device)
-                self.out_box = Box(device, max(need, 2 * self.out_box.nbytes))
+                room = min(2 * self.out_box.nbytes, _device_memory(device) // BOX_SHARE)
+                self.out_box = Box(device, max(need, room))
                 reply["out"] = self.out_box.describe()
             except Exception:
                 pass  # the worker falls back to host memory for this message

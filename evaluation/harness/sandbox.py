@@ -293,6 +293,10 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
                         last_progress[event["type"]] = event
                     if event.get("phase") == "timing":
                         pool.POOL.pause()
+                    elif event.get("phase") == "profiling":
+                        # The timing is over; the spare gets ready during the untimed checks
+                        # after it (on a GPU the profiled call takes seconds).
+                        pool.POOL.resume()
                     emit(event)
                 if result is not None:
                     break  # the judge has said all; what is left of the tree goes below

@@ -126,7 +126,7 @@ def _group_states(pgid: int) -> set[str]:
     return states
 
 
-def test_on_the_cpu_the_spare_is_stopped_while_the_evaluation_is_timed(prestart):
+def test_on_the_cpu_the_spare_is_stopped_while_the_evaluation_is_timed_and_only_then(prestart):
     states: dict[str, set[str]] = {}
 
     def on_event(event: dict) -> None:
@@ -136,7 +136,11 @@ def test_on_the_cpu_the_spare_is_stopped_while_the_evaluation_is_timed(prestart)
         deadline = time.monotonic() + 2  # SIGSTOP takes effect asynchronously
         while True:
             states[event["phase"]] = _group_states(spare.proc.pid)
-            if event["phase"] != "timing" or states["timing"] == {"T"}:
+            if event["phase"] == "timing" and states["timing"] == {"T"}:
+                break
+            if event["phase"] == "profiling" and "T" not in states["profiling"]:
+                break
+            if event["phase"] not in ("timing", "profiling"):
                 break
             if time.monotonic() > deadline:
                 break
@@ -147,5 +151,7 @@ def test_on_the_cpu_the_spare_is_stopped_while_the_evaluation_is_timed(prestart)
     # Stopped, every process of it: no cycles taken from the cores being timed.
     assert states.get("timing") == {"T"}, states
     assert "T" not in states.get("checking", {"T"}), states
+    # Continued once the timed calls are done: it gets ready during the untimed checks.
+    assert "T" not in states.get("profiling", {"T"}), states
     spare = _spare()  # running again, and ready for the next job
     assert "T" not in _group_states(spare.proc.pid)

@@ -239,3 +239,35 @@ def test_the_hard_limit_kills_the_whole_tree_even_when_the_judge_is_stuck():
     assert result["verdict"] == "timeout"
     assert "8 s" in result["error"]
     assert time.monotonic() - started < 8 + 5
+
+
+# The candidate fails if the tensor it was given on the previous call is still alive on the
+# next one. Between correctness trials nothing may keep a trial's inputs (on a problem of 6 GB
+# a tensor, memory held across trials ran an H200 out of memory); the timed calls reuse their
+# input sets, so only the trials are checked.
+RELU_CHECKING_INPUTS_ARE_FREED = '''
+import weakref
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.previous = None
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls <= 5 and self.previous is not None and self.previous() is not None:
+            raise RuntimeError("the previous trial's input is still alive")
+        self.previous = weakref.ref(x)
+        return torch.relu(x)
+'''
+
+
+def test_a_trials_inputs_are_freed_before_the_next_trial():
+    result = run_job(make_job(p.RELU, RELU_CHECKING_INPUTS_ARE_FREED, measure=False))
+    assert result["verdict"] == "correct", result["error"]
+    assert [t["passed"] for t in result["trials"]] == [True] * 5
