@@ -224,6 +224,43 @@ def baseline_job(
     }
 
 
+def baselines_compile_ahead(
+    *,
+    hardware: Hardware,
+    problems: Iterable[Problem],
+    workers: int,
+    time_limit_s: float | None = None,
+) -> dict[str, str]:
+    """Build each problem's torch.compile graphs into the build cache, `workers` problems at a
+    time (compiling is CPU work), nothing timed: the timed pass of `baselines_measure` after it
+    then finds them in the cache instead of compiling one problem after another while the GPU
+    waits. Returns slug -> why, for the problems that did not compile (the timed pass reports
+    them again)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    limit = float(time_limit_s or settings.EVALUATION_TIME_LIMIT)
+    jobs = {}
+    for problem in problems:
+        if problem.current_version_id is None:
+            continue
+        job = baseline_job(problem, hardware, modes=["compile"], time_limit_s=limit)
+        job["measure"] = False
+        jobs[problem.slug] = job
+
+    def warm(slug: str) -> tuple[str, str]:
+        try:
+            result = sandbox.run_job(jobs[slug])
+        except Exception as error:  # the harness failed on this one; the rest still compile
+            return slug, str(error)
+        if result.get("compile"):
+            return slug, ""
+        return slug, (result.get("errors") or {}).get("compile") or result.get("error") or "?"
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as threads:
+        outcomes = list(threads.map(warm, jobs))
+    return {slug: why for slug, why in outcomes if why}
+
+
 def baselines_measure(
     *,
     hardware: Hardware,

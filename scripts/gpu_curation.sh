@@ -7,7 +7,8 @@
 # The site is a throwaway SQLite database. A database carried from an earlier run
 # (CURATION_DB=path) is started from, and only what it lacks is done (--missing-only), so a run
 # cut short by the device's time limit resumes where it stopped. The database comes back as
-# OUT_FOLDER/curation.sqlite3. CURATION_MODES picks the baselines (default: eager).
+# OUT_FOLDER/curation.sqlite3. CURATION_MODES picks the baselines (default: eager); with compile,
+# each shard builds COMPILE_AHEAD (default 4) problems' graphs at a time before timing them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KB=${1:?the KernelBench folder}
@@ -51,5 +52,5 @@ grep -v ": passed" "$OUT/validation_report.txt" | head -80
 start=$(date +%s)
 each baselines timeout "${BASELINES_TIMEOUT:-400}" python3 manage.py baselines \
     --hardware h200 --level 1 --level 2 --modes "${CURATION_MODES:-eager}" \
-    --include-unpublished --missing-only
+    --include-unpublished --missing-only --compile-ahead "${COMPILE_AHEAD:-4}"
 echo "baselines (${CURATION_MODES:-eager}): $(($(date +%s) - start)) s on $gpus GPU(s)"

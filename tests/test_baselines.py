@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from evaluation.models import Baseline, Hardware
+from gpu_runner.curation import baselines_compile_ahead
 from problems.services import problem_upsert
 from tests.conftest import REPO
 
@@ -45,6 +46,26 @@ def test_the_command_times_a_published_reference_eager_and_compiled(
         "baselines", "--hardware", "cpu", "--problem", "level1/901_Small_ReLU", "--missing-only"
     )
     assert "nothing to measure" in capsys.readouterr().out
+
+
+def test_compiling_ahead_builds_the_graphs_into_the_cache_and_times_nothing(
+    cpu_hardware, sample_problems, settings, tmp_path, capsys
+):
+    settings.BUILD_CACHE_DIR = tmp_path / "builds"
+    relu = sample_problems["level1/901_Small_ReLU"]
+    add = sample_problems["level1/904_Small_Add"]
+
+    failed = baselines_compile_ahead(hardware=cpu_hardware, problems=[relu, add], workers=2)
+
+    assert failed == {}
+    assert any((tmp_path / "builds" / "inductor").rglob("*.py")), "compiled graphs in the cache"
+    assert not Baseline.objects.exists(), "nothing timed, nothing stored"
+
+    call_command("baselines", "--hardware", "cpu", "--problem", "level1/901_Small_ReLU",
+                 "--modes", "compile", "--compile-ahead", "2")
+    out = capsys.readouterr().out
+    assert "compiled ahead: 1/1 problems" in out
+    assert Baseline.objects.get(mode="compile").problem == relu
 
 
 def test_only_published_problems_are_measured_unless_asked(cpu_hardware, sample_problems):

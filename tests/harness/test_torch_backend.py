@@ -39,7 +39,7 @@ def test_it_judges_a_right_kernel_correct_and_times_candidate_and_reference():
     # The candidate ran in another process than this one (the runner).
     assert result["pids"] and os.getpid() not in result["pids"]
     phases = [e["phase"] for e in events if e["type"] == "phase"]
-    assert phases == ["starting", "compiling", "checking", "timing", "done"]
+    assert phases == ["starting", "compiling", "checking", "timing", "profiling", "done"]
     trials = [(e["k"], e["n"]) for e in events if e["type"] == "trial"]
     assert trials == [(k, 5) for k in range(1, 6)]
 

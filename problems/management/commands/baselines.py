@@ -43,6 +43,10 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=10,
                             help="problems per sandboxed process (default 10; 1 gives each "
                             "its own)")
+        parser.add_argument("--compile-ahead", type=int, default=0, metavar="N",
+                            help="with the compile mode: first build every problem's compiled "
+                            "graphs into the build cache, N problems at a time on the CPU "
+                            "cores, then time them one after another (default 0: off)")
         parser.add_argument("--shard", default="",
                             help="K/N: only every N-th problem from the K-th (0-based), to split "
                             "a run over several GPUs of one host")
@@ -96,7 +100,7 @@ class Command(BaseCommand):
 
     def measure(self, hardware: Hardware | None, options) -> None:
         from evaluation.services import hardware_register
-        from gpu_runner.curation import baselines_measure
+        from gpu_runner.curation import baselines_compile_ahead, baselines_measure
         from gpu_runner.detect import detect
 
         modes = [m.strip() for m in options["modes"].split(",") if m.strip()]
@@ -133,6 +137,18 @@ class Command(BaseCommand):
             self.stdout.write("nothing to measure")
             return
 
+        if options["compile_ahead"] > 0 and "compile" in modes:
+            started = time.monotonic()
+            failed_ahead = baselines_compile_ahead(
+                hardware=hardware, problems=problems, workers=options["compile_ahead"],
+                time_limit_s=options["time_limit"],
+            )
+            self.stdout.write(
+                f"compiled ahead: {len(problems) - len(failed_ahead)}/{len(problems)} problems "
+                f"in {time.monotonic() - started:.0f} s, {options['compile_ahead']} at a time"
+            )
+            for slug, why in failed_ahead.items():
+                self.stderr.write(f"not compiled ahead {slug}: {why[:300]}")
         self.stdout.write(f"measuring {len(problems)} problems on {hardware.slug} ({modes})")
         started = time.monotonic()
         failed = []
