@@ -30,7 +30,7 @@ def test_a_board_row_moves_up_when_a_faster_result_lands(
     # Mark the document: a reload would create a new one without the mark.
     page.evaluate("window.__notReloaded = true")
 
-    submission_create(
+    submission = submission_create(
         user=user,
         problem=relu_problem,
         source=kernel_source("relu_correct.py"),
@@ -39,7 +39,17 @@ def test_a_board_row_moves_up_when_a_faster_result_lands(
     )
     start_runner()
 
-    expect(page.locator(f"{ada_row} td.rank")).to_have_text("1", timeout=180_000)
+    try:
+        expect(page.locator(f"{ada_row} td.rank")).to_have_text("1", timeout=180_000)
+    except AssertionError:
+        submission.refresh_from_db()
+        evaluation = submission.evaluations.first()
+        raise AssertionError(
+            f"the row did not move up; the submission is {submission.status} "
+            f"{submission.verdict!r}, flags {evaluation and evaluation.flags}, "
+            f"median {evaluation and evaluation.candidate_median_ms} ms, "
+            f"error {evaluation and evaluation.error!r}"
+        ) from None
     expect(page.locator(ada_row)).to_have_class(re.compile(r"\bchanged\b"))
     assert page.evaluate("window.__notReloaded") is True
     assert page.text_content(f"{ada_row} td.median").strip() != "9e+04 ms"
