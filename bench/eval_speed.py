@@ -43,6 +43,7 @@ tensors through host memory), so one script gives both tables.
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -359,6 +360,12 @@ def main() -> int:
     )
     rows: list[dict] = []
     started = time.monotonic()
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    # Stopped by a time limit (timeout sends SIGTERM), it still prints the rows it has.
+    signal.signal(signal.SIGTERM, stop)
     try:
         for label, problem, source in items:
             submission = submission_create(
@@ -378,6 +385,8 @@ def main() -> int:
             rows.append(row_for(label, submission, evaluation))
             r = rows[-1]
             print(f"  {label}: {r['verdict']} in {fmt(r['e2e'])} s", flush=True)
+    except KeyboardInterrupt:
+        print(f"stopped after {len(rows)} of {len(items)} evaluations")
     finally:
         wall = time.monotonic() - started
         if runner.poll() is None:

@@ -523,8 +523,10 @@ class Validator:
             names = ", ".join(f"input {i} ({_describe_input(inputs_a[i])})" for i in ignored)
             self.find(
                 "input_ignored",
-                f"Changing {names} alone leaves the output unchanged within the tolerance. A "
-                "kernel could skip reading it and still be judged correct.",
+                f"Changing {names} alone, to new random values like the old ones, leaves the "
+                "output unchanged within the tolerance: the output depends on how the values "
+                "are spread, not on the values themselves (a mean over many elements, say). A "
+                "kernel could skip reading it, or read only a part, and still be judged correct.",
                 inputs=ignored,
             )
 
