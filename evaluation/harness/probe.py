@@ -640,7 +640,13 @@ class ProbeWorker(Worker):
         return reply, {"samples": recorder.samples, "late": late}
 
     def profile(self) -> tuple[dict, Any]:
-        """One more call, on the first timing set, under the profilers (never timed)."""
+        """One more call, on the first timing set, under the profilers (never timed).
+
+        On an H200 the first CUDA profiler session of a process takes 4 to 6.5 s to start (CUPTI),
+        most of an already compiled kernel's evaluation; later ones take a millisecond. It is
+        not started ahead in the spare worker: in a process that had run one session, a kernel
+        of 16 to 25 us timed 30 to 40% slower than before it, and launches cost 10 to 19 us
+        instead of 8 to 11, so it would skew the timing."""
         if not self.sets or self.model is None:
             return {"ok": False, "verdict": "harness_error", "error": "nothing to profile"}, None
         inputs = self.sets[0]
