@@ -6,9 +6,9 @@
 #
 # Sections: harness exploits tests runner (the default: all four), and the longer ones named
 # alone: speed (bench/eval_speed.py, after and before; with two GPUs side by side, the before
-# on GPU 1 while the sections named after it run on GPU 0; SPEED_AFTER=0, BEFORE_ONLY and
-# BEFORE_REPEATS narrow it), drain (40 level 1 evaluations on every
-# GPU, then on GPU 0 alone), curation (validation and eager baselines of levels 1 and 2, one
+# on GPU 1 while the sections named after it run on GPU 0; with one, the before of 19_ReLU
+# alone after the after; SPEED_AFTER=0, BEFORE_ONLY and BEFORE_REPEATS narrow it), drain (40
+# level 1 evaluations on every GPU, then on GPU 0 alone), curation (validation and eager baselines of levels 1 and 2, one
 # shard per GPU; the site's database comes back as $OUT/curation.sqlite3).
 #
 # Needs, next to the code: .whl/ (scripts/fetch_gpu_wheels.sh) and .kernelbench/ (a copy of the
@@ -35,7 +35,7 @@ for section in $sections; do
         harness) python3 scripts/gpu_check.py --problems "$KB" 2>&1 | tee "$OUT/harness.log" ;;
         exploits) python3 scripts/gpu_check.py --problems "$KB" --only exploits 2>&1 | tee "$OUT/exploits.log" ;;
         # Only the files with gpu tests: the others import what this host lacks (daphne).
-        tests) python3 -m pytest -q -m gpu -p no:cacheprovider $(grep -rl "mark.gpu" tests) \
+        tests) python3 -m pytest -q -m gpu -p no:cacheprovider $(grep -rl --include='*.py' "mark.gpu" tests) \
                    2>&1 | tail -40 | tee "$OUT/tests.log" ;;
         runner) python3 scripts/runner_check.py --kernelbench "$KB" \
                     --time-limit "${TIME_LIMIT:-120}" 2>&1 | tee "$OUT/runner.log" ;;
@@ -57,8 +57,9 @@ for section in $sections; do
                 [ "${PIPESTATUS[0]}" = 0 ] || status=1
             fi
             if [ "${SPEED_BEFORE:-1}" = 1 ] && [ "$gpus" -lt 2 ]; then
-                python3 bench/eval_speed.py --kernelbench "$KB" --before --only 19_ReLU \
-                    --repeats 1 --json "$OUT/before.json" 2>&1 | tee "$OUT/before.log"
+                python3 bench/eval_speed.py --kernelbench "$KB" --before \
+                    --only "${BEFORE_ONLY:-19_ReLU}" --repeats "${BEFORE_REPEATS:-1}" \
+                    --json "$OUT/before.json" 2>&1 | tee "$OUT/before.log"
                 [ "${PIPESTATUS[0]}" = 0 ] || status=1
             fi
             true ;;  # each run's status is counted above; a skipped one is not a failure
