@@ -43,6 +43,7 @@ tensors through host memory), so one script gives both tables.
 import argparse
 import json
 import os
+import secrets
 import signal
 import statistics
 import subprocess
@@ -94,6 +95,7 @@ def cpu_set(repeats: int) -> list[tuple[str, str, str]]:
 # What --before turns off in the runner's environment (read by evaluation/harness).
 SLOW_PATH_ENV = {"KB_HARNESS_PRESTART": "0", "KB_HARNESS_CUDA_IPC": "0"}
 FAST_PATH_ENV = {"KB_HARNESS_PRESTART": "1"}
+NO_SANDBOX_ENV = {"KB_SANDBOX": "off", "KB_SANDBOX_OFF_I_UNDERSTAND": "1"}
 
 
 def guess_backend(source: str) -> str:
@@ -220,10 +222,11 @@ def summarize(rows: list[dict], repeat_prefix: str, wall: float) -> dict:
     }
 
 
-def precompile(items: list, *, hardware_is_cpu: bool) -> None:
+def precompile(items: list, *, hardware_is_cpu: bool, owner: str) -> None:
     """Build every kernel of the set ahead, in parallel on the CPU cores, into the runner's build
-    cache (a `mode: "compile"` job each): the evaluations then measure already compiled
-    kernels, as a runner that compiles ahead of the GPU would see them."""
+    cache (a `mode: "compile"` job each, under the submitter's cache entries: `owner` is its
+    `Submission.participant`): the evaluations then measure already compiled kernels, as a
+    runner that compiles ahead of the GPU would see them."""
     from concurrent.futures import ThreadPoolExecutor
 
     from django.conf import settings
@@ -240,7 +243,8 @@ def precompile(items: list, *, hardware_is_cpu: bool) -> None:
             "mode": "compile", "reference_source": problem.current_version.source,
             "candidate_source": source, "backend": backend,
             "device": "cpu" if hardware_is_cpu else "cuda",
-            "build_dir": str(settings.BUILD_CACHE_DIR), "time_limit_s": 600,
+            "build_dir": str(settings.BUILD_CACHE_DIR), "build_owner": owner,
+            "time_limit_s": 600,
         }
     if not jobs:
         return
@@ -275,6 +279,10 @@ def main() -> int:
     parser.add_argument("--cpu", action="store_true", help="the sample problems on the CPU")
     parser.add_argument("--before", action="store_true",
                         help="run the slow path (no pre-start, host-memory transfers)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="candidate code without its bubblewrap sandbox (KB_SANDBOX=off), "
+                             "to measure the sandbox's own cost; only on a machine that runs "
+                             "nothing else")
     parser.add_argument("--only", default="", help="run only the labels that start with this")
     parser.add_argument("--repeats", type=int, default=RELU_REPEATS,
                         help="evaluations of the already compiled ReLU after the first")
@@ -290,6 +298,8 @@ def main() -> int:
     # compiled by an earlier one.
     os.environ.setdefault("BUILD_CACHE_DIR",
                           str(Path(tempfile.gettempdir()) / "kbsite-eval-speed-build"))
+    # A throwaway site: its own secret key (DEBUG is off unless asked for).
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     os.environ.update({
         "DJANGO_SETTINGS_MODULE": "kbsite.settings",
         "KBSITE_VAR_DIR": str(var),
@@ -301,6 +311,7 @@ def main() -> int:
         # another runner, after a grace period) would only hold the queue here.
         "REVERIFY_NEW_RECORDS": "0",
         **(SLOW_PATH_ENV if args.before else FAST_PATH_ENV),
+        **(NO_SANDBOX_ENV if args.no_sandbox else {}),
     })
     import django
 
@@ -349,7 +360,7 @@ def main() -> int:
         items.append((label, problems[problem_file], source))
 
     if not args.no_precompile:
-        precompile(items, hardware_is_cpu=args.cpu)
+        precompile(items, hardware_is_cpu=args.cpu, owner=f"user:{user.pk}")
 
     log_path = var / "runner.log"
     log = open(log_path, "w")  # noqa: SIM115 (open while the runner runs)
@@ -397,6 +408,7 @@ def main() -> int:
                 runner.kill()
 
     path = "slow path (--before)" if args.before else "fast path"
+    path += ", no sandbox (--no-sandbox)" if args.no_sandbox else ", sandboxed (bubblewrap)"
     print(f"\nhardware {hardware.slug}: {hardware.name}, torch {hardware.torch_version}, "
           f"CUDA {hardware.cuda_version or '-'}; {path}")
     print_table(rows, "seconds per phase of each evaluation (submitted one at a time)")

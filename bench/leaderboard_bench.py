@@ -12,6 +12,7 @@ and prints the median and 95th percentile of each. It never touches the site's o
 import argparse
 import os
 import random
+import secrets
 import statistics
 import sys
 import tempfile
@@ -48,6 +49,8 @@ def setup_django(db_path: Path) -> None:
     # Point this process, and only it, at the benchmark's own SQLite file.
     os.environ.pop("DATABASE_URL", None)
     os.environ["SQLITE_PATH"] = str(db_path)
+    # A throwaway site: its own secret key (DEBUG is off unless asked for).
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     os.environ["DJANGO_SETTINGS_MODULE"] = "kbsite.settings"
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     sys.path.insert(0, str(REPO))

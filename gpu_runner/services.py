@@ -115,6 +115,8 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         "seed": _fresh_seed(set(avoid_seeds)),
         "n_trials": 5,
         "build_dir": str(settings.BUILD_CACHE_DIR),
+        # Builds are cached per owner and source: a kernel can only ever spoil its own owner's.
+        "build_owner": submission.participant,
         # The hardware's speed of light: results faster than it are flagged, never ranked.
         "peak_bandwidth_gbs": hardware.peak_bandwidth_gbs,
         "peak_tflops": hardware.peak_tflops or {},

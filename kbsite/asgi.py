@@ -1,9 +1,22 @@
 import os
 
 from django.core.asgi import get_asgi_application
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbsite.settings")
 django_asgi_app = get_asgi_application()
+
+from django.conf import settings  # noqa: E402
+
+# The web server refuses to start without a key (sessions, CSRF and signed tasks need one);
+# settings leave it empty with DEBUG off when neither the environment nor var/ has one.
+try:
+    settings.SECRET_KEY  # noqa: B018  (Django refuses an empty one here)
+except ImproperlyConfigured:
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set in the environment when DEBUG is off "
+        "(`make run` generates one in var/secret-key)"
+    ) from None
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

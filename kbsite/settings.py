@@ -6,6 +6,7 @@ setup (PostgreSQL, Redis broker, channels-redis).
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlparse
 
@@ -74,11 +75,24 @@ def database_from_url(url: str) -> dict:
 VAR_DIR = Path(env("KBSITE_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-DEBUG = env_bool("DEBUG", default=True)
-SECRET_KEY = env("SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise RuntimeError("SECRET_KEY must be set in the environment when DEBUG is off")
+# Off unless asked for (DEBUG=1): `make run` is production-like on 127.0.0.1.
+DEBUG = env_bool("DEBUG", default=False)
+
+# SECRET_KEY from the environment wins; else the key `make run` generates and keeps in var/.
+# Without either, with DEBUG off, it stays empty: the web server refuses to start
+# (kbsite/asgi.py), while runner hosts and other commands, which do not need it, still load.
+SECRET_KEY_FILE = VAR_DIR / "secret-key"
+
+
+def secret_key_from_file(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+SECRET_KEY = env("SECRET_KEY") or secret_key_from_file(SECRET_KEY_FILE)
+if not SECRET_KEY and DEBUG:
     SECRET_KEY = "insecure-development-key-only-for-debug"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver" if DEBUG else "")
@@ -97,6 +111,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI and Redoc assets from the installed package
     "channels",
     "django_q",
+    "axes",  # login throttling and lockout
     "kbsite",
     "problems",
     "evaluation",
@@ -116,6 +131,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "kbsite.middleware.DatabaseUnavailableMiddleware",  # 503 + Retry-After, not a 500
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its page
 ]
 
 ROOT_URLCONF = "kbsite.urls"
@@ -188,6 +204,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Login brute force (django-axes): after AXES_FAILURE_LIMIT failed logins for one username from
+# one address, that pair is locked out for AXES_COOLOFF_MINUTES. The API's tokens never go
+# through a password login, so axes does not touch them.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "kbsite.views.login_locked_out"  # the login page, saying why
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
@@ -271,6 +300,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    # JSON with a nesting limit: a deeply nested body is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": [
+        "kbsite.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "kbsite API",
@@ -318,8 +353,8 @@ REVERIFY_SPEED_TOLERANCE = float(env("REVERIFY_SPEED_TOLERANCE", "1.25"))
 REVERIFY_SOLE_RUNNER_GRACE_SECONDS = env_int("REVERIFY_SOLE_RUNNER_GRACE_SECONDS", 30)
 
 if not DEBUG:
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
+    # Cookies over https only; `make run` turns that off for its plain http on 127.0.0.1.
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     SECURE_CONTENT_TYPE_NOSNIFF = True
     if env_bool("BEHIND_TLS_PROXY"):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

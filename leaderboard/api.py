@@ -300,7 +300,7 @@ class RunEvalResultsApi(ApiMixin, APIView):
         run = get_object_or_404(Run.objects.select_related("hardware"), pk=pk)
         level = _query(EvalResultsQuerySerializer, request).get("level")
         try:
-            data = selectors.run_eval_results(run, level=level)
+            data = selectors.run_eval_results(run, level=level, viewer=request.user)
         except ValueError as error:
             return Response(error_body(str(error), "bad_level"), status=400)
         return Response(data)

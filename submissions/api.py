@@ -1,6 +1,5 @@
 """The REST API for people and agents (/api/v1/): explicit DRF views over the services."""
 
-import json
 import math
 
 from django.conf import settings
@@ -14,17 +13,18 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import exceptions, generics
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.pagination import LimitOffsetPagination
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView, set_rollback
 
+from kbsite.parsers import JSONParser
 from problems.models import Problem
 from submissions import serializers as s
 from submissions.authentication import ApiTokenAuthentication, TokenScopes
 from submissions.models import Submission
 from submissions.quotas import quota_usage
-from submissions.selectors import can_see_logs, hardware_overview, user_submissions
+from submissions.selectors import can_see_details, hardware_overview, user_submissions
 from submissions.services import (
     BATCH_MAX,
     BatchError,
@@ -133,24 +133,6 @@ def not_found(request, *args, **kwargs):
     return JsonResponse(
         error_body(f"There is no API endpoint at {request.path}.", "not_found"), status=404
     )
-
-
-class Utf8JSONParser(JSONParser):
-    """JSON that says plainly when the body is not UTF-8, rather than a codec message."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        raw = stream.read() if stream is not None else b""
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise exceptions.ParseError(
-                f"The request body is not UTF-8 text (byte {error.start} is invalid).",
-                code="not_utf8",
-            ) from None
-        try:
-            return json.loads(text) if text.strip() else {}
-        except ValueError as error:
-            raise exceptions.ParseError(f"The body is not valid JSON: {error}.") from None
 
 
 def check_body_size(request, limit: int) -> None:
@@ -331,7 +313,7 @@ SUBMIT_ERRORS = {
 
 class SubmissionListCreateApi(ApiMixin, generics.ListAPIView):
     permission_classes = [IsAuthenticated, TokenScopes]
-    parser_classes = [Utf8JSONParser, MultiPartParser]
+    parser_classes = [JSONParser, MultiPartParser]
     serializer_class = s.SubmissionListItemSerializer
     pagination_class = Pagination
 
@@ -385,7 +367,7 @@ class SubmissionListCreateApi(ApiMixin, generics.ListAPIView):
 
 class SubmissionBatchApi(ApiMixin, APIView):
     permission_classes = [IsAuthenticated, TokenScopes]
-    parser_classes = [Utf8JSONParser]
+    parser_classes = [JSONParser]
 
     @extend_schema(
         operation_id="submissions_batch",
@@ -438,8 +420,8 @@ class SubmissionDetailApi(ApiMixin, APIView):
         operation_id="submissions_retrieve",
         responses={200: s.SubmissionSerializer, **NOT_FOUND, **ERRORS},
         description="Status (queued, running, finished), verdict and the full evaluation. "
-        "The source follows the problem's code visibility; logs, tracebacks and seeds are "
-        "shown to the owner and admins only.",
+        "The source follows the problem's code visibility; logs, tracebacks, error text and "
+        "seeds are shown to the owner and admins only (others get a generic error).",
     )
     def get(self, request, pk: int) -> Response:
         submission = (
@@ -449,7 +431,7 @@ class SubmissionDetailApi(ApiMixin, APIView):
         )
         if submission is None:
             raise exceptions.NotFound(f"There is no submission {pk}.")
-        show_logs = can_see_logs(submission, request.user)
+        show_logs = can_see_details(submission, request.user)
         data = s.submission_data(
             request,
             submission,

@@ -3,11 +3,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from kbsite.live import relay, submission_group
 from submissions.models import Submission
-from submissions.selectors import submission_status_payload
+from submissions.selectors import can_see_details, submission_status_payload, with_details
 
 
 class SubmissionConsumer(AsyncJsonWebsocketConsumer):
     """Streams one submission's status: a snapshot on connect, then every change."""
+
+    details = False  # may this viewer see the error text (set with the snapshot)
 
     async def connect(self) -> None:
         self.submission_id = self.scope["url_route"]["kwargs"]["submission_id"]
@@ -28,10 +30,16 @@ class SubmissionConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def live_event(self, message: dict) -> None:
-        await self.send_json(message["payload"])
+        # Events are built for every viewer, without details; the owner and staff get them.
+        payload = message["payload"]
+        if self.details:
+            payload = await database_sync_to_async(with_details)(payload)
+        await self.send_json(payload)
 
     def _snapshot(self) -> dict | None:
         submission = Submission.objects.filter(pk=self.submission_id).first()
         if submission is None:
             return None
-        return {"type": "snapshot", **submission_status_payload(submission)}
+        self.details = can_see_details(submission, self.scope.get("user"))
+        payload = submission_status_payload(submission, details=self.details)
+        return {"type": "snapshot", **payload}

@@ -21,7 +21,7 @@ from kbsite.live import submission_group
 from kbsite.models import LiveEvent
 from submissions.authentication import token_from_header
 from submissions.models import Submission
-from submissions.selectors import submission_status_payload
+from submissions.selectors import can_see_details, submission_status_payload, with_details
 
 POLL_SECONDS = 0.25
 # Also read the row itself this often, in case an event was pruned or never written.
@@ -62,11 +62,20 @@ def _gives_back_connection(query: Callable) -> Callable:
 
 
 @_gives_back_connection
-def _snapshot(pk: int) -> dict | None:
+def _snapshot(pk: int, details: bool) -> dict | None:
     submission = Submission.objects.filter(pk=pk).first()
     if submission is None:
         return None
-    return submission_status_payload(submission)
+    return submission_status_payload(submission, details=details)
+
+
+@_gives_back_connection
+def _may_see_details(pk: int, user) -> bool:
+    submission = Submission.objects.filter(pk=pk).first()
+    return submission is not None and can_see_details(submission, user)
+
+
+_with_details = _gives_back_connection(with_details)
 
 
 @_gives_back_connection
@@ -86,12 +95,14 @@ def _events_after(group: str, last_id: int) -> list[tuple[int, dict]]:
     )
 
 
-async def _stream(pk: int, *, last_id: int | None) -> AsyncIterator[bytes]:
+async def _stream(pk: int, *, last_id: int | None, details: bool) -> AsyncIterator[bytes]:
+    """Events are stored without details (every viewer reads them); the owner and staff get
+    the error text added (selectors.can_see_details)."""
     group = submission_group(pk)
     if last_id is None:
         # Take the position first, then the snapshot: nothing can fall between the two.
         last_id = await sync_to_async(_latest_event_id)(group)
-    snapshot = await sync_to_async(_snapshot)(pk)
+    snapshot = await sync_to_async(_snapshot)(pk, details)
     if snapshot is None:
         return
     yield _format("snapshot", {"type": "snapshot", **snapshot}, last_id)
@@ -103,13 +114,15 @@ async def _stream(pk: int, *, last_id: int | None) -> AsyncIterator[bytes]:
         for event_id, payload in await sync_to_async(_events_after)(group, last_id):
             last_id = event_id
             sent = time.monotonic()
+            if details:
+                payload = await sync_to_async(_with_details)(payload)
             yield _format(payload.get("type", "status"), payload, event_id)
             if payload.get("status") == Submission.Status.FINISHED:
                 return
         now = time.monotonic()
         if now - checked >= CHECK_ROW_SECONDS:
             checked = now
-            snapshot = await sync_to_async(_snapshot)(pk)
+            snapshot = await sync_to_async(_snapshot)(pk, details)
             if snapshot is None or snapshot["status"] == Submission.Status.FINISHED:
                 if snapshot is not None:
                     yield _format("status", {"type": "status", **snapshot}, last_id)
@@ -119,13 +132,13 @@ async def _stream(pk: int, *, last_id: int | None) -> AsyncIterator[bytes]:
             yield b": keep-alive\n\n"
 
 
-def _authenticate(header: bytes) -> str | None:
-    """None when the request may go on; otherwise why it may not."""
+def _authenticate(header: bytes) -> tuple[object | None, str | None]:
+    """(the token's user or None, None) when the request may go on; else (None, why not)."""
     try:
-        token_from_header(header)
+        found = token_from_header(header)
     except AuthenticationFailed as error:
-        return str(error.detail)
-    return None
+        return None, str(error.detail)
+    return (found[0] if found else None), None
 
 
 @require_GET
@@ -134,7 +147,7 @@ async def submission_events(request, pk: int):
     # The status is public, as on the submission page and its websocket; a token that is
     # sent must still be valid.
     header = request.headers.get("Authorization", "").encode("latin-1", "replace")
-    problem = await sync_to_async(_authenticate)(header)
+    user, problem = await sync_to_async(_authenticate)(header)
     if problem:
         return JsonResponse({"detail": problem, "code": "authentication_failed"}, status=401)
     exists = await Submission.objects.filter(pk=pk).aexists()
@@ -142,9 +155,12 @@ async def submission_events(request, pk: int):
         return JsonResponse(
             {"detail": f"There is no submission {pk}.", "code": "not_found"}, status=404
         )
+    if user is None:
+        user = await request.auser()
+    details = await sync_to_async(_may_see_details)(pk, user)
     last_event = request.headers.get("Last-Event-ID", "")
     response = StreamingHttpResponse(
-        _stream(pk, last_id=int(last_event) if last_event.isdigit() else None),
+        _stream(pk, last_id=int(last_event) if last_event.isdigit() else None, details=details),
         content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-cache"

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from evaluation.harness.errors import clean_text, truncate
-from evaluation.models import Hardware, Runner
+from evaluation.models import Evaluation, Hardware, Runner
 from submissions.models import Submission
 
 # Characters of one log field shown on a page or in the API (head and tail, with a marker).
@@ -19,11 +19,50 @@ def display_log(text: str | None) -> str:
     return truncate(clean_text(text or ""), limit)
 
 
-def evaluation_logs(evaluation) -> dict[str, str]:
-    """The evaluation's error and logs as display_log shows them."""
+# ---- who sees an evaluation's details ------------------------------------------------------------
+#
+# Compiler diagnostics, tracebacks, logs and error text quote the submitted source, which a
+# private problem keeps from everyone but the submitter: they go to the owner and staff only
+# (can_see_details, the one rule); everyone else gets the verdict and one of these messages.
+# Pages, the status JSON, the REST API and live events all build their error text here.
+
+GENERIC_ERRORS = {
+    "incorrect": "The output did not match the reference.",
+    "compile_error": "The kernel did not compile.",
+    "runtime_error": "The kernel failed while running.",
+    "timeout": "The evaluation ran out of time.",
+    "out_of_memory": "The kernel ran out of memory.",
+    "rejected": "The kernel was rejected.",
+    "runner_crash": "The evaluation stopped the runner repeatedly.",
+    "harness_error": "The evaluator failed on this submission.",
+}
+GENERIC_ERROR = "The evaluation reported an error."
+
+
+def can_see_details(submission: Submission, user) -> bool:
+    """Compiler output, tracebacks, logs, error text and seeds: the owner and staff only."""
+    return bool(user and user.is_authenticated and (user.is_staff or user.pk == submission.user_id))
+
+
+def shown_error(evaluation, *, details: bool) -> str:
+    """The evaluation's error as display_log shows it, or a generic message without details."""
+    if evaluation is None or not evaluation.error:
+        return ""
+    if details:
+        return display_log(evaluation.error)
+    return GENERIC_ERRORS.get(evaluation.verdict, GENERIC_ERROR)
+
+
+def evaluation_logs(evaluation, *, details: bool) -> dict[str, str]:
+    """The evaluation's error and logs as display_log shows them; without details, the generic
+    error and no logs."""
     if evaluation is None:
         return {}
-    return {field: display_log(getattr(evaluation, field)) for field in LOG_FIELDS}
+    logs = {
+        field: (display_log(getattr(evaluation, field)) if details else "") for field in LOG_FIELDS
+    }
+    logs["error"] = shown_error(evaluation, details=details)
+    return logs
 
 
 def queue_position(submission: Submission) -> int | None:
@@ -38,7 +77,7 @@ def queue_position(submission: Submission) -> int | None:
     return ahead + 1
 
 
-def evaluation_summary(evaluation) -> dict | None:
+def evaluation_summary(evaluation, *, details: bool = False) -> dict | None:
     if evaluation is None:
         return None
     return {
@@ -51,11 +90,13 @@ def evaluation_summary(evaluation) -> dict | None:
         "speedup_eager": evaluation.speedup_eager,
         "speedup_compile": evaluation.speedup_compile,
         "flags": evaluation.flags,
-        "error": display_log(evaluation.error),
+        "error": shown_error(evaluation, details=details),
     }
 
 
-def submission_status_payload(submission: Submission) -> dict:
+def submission_status_payload(submission: Submission, *, details: bool = False) -> dict:
+    """The status as pages poll it and live events carry it. Events go to every viewer, so they
+    are built without details; with_details gives a viewer who may see them the full error."""
     evaluation = (
         submission.latest_evaluation if submission.status == Submission.Status.FINISHED else None
     )
@@ -66,13 +107,18 @@ def submission_status_payload(submission: Submission) -> dict:
         "queue_position": queue_position(submission),
         "progress": submission.progress,
         "attempts": submission.attempts,
-        "evaluation": evaluation_summary(evaluation),
+        "evaluation": evaluation_summary(evaluation, details=details),
     }
 
 
-def can_see_logs(submission: Submission, user) -> bool:
-    """Compiler output, tracebacks, logs and seeds: the owner and admins only."""
-    return bool(user and user.is_authenticated and (user.is_staff or user.pk == submission.user_id))
+def with_details(payload: dict) -> dict:
+    """A status payload (a live event's) with its evaluation's full error text, for a viewer
+    whom can_see_details allows."""
+    summary = payload.get("evaluation")
+    if not summary or not summary.get("error"):
+        return payload
+    evaluation = Evaluation.objects.filter(pk=summary["id"]).first()
+    return {**payload, "evaluation": {**summary, "error": shown_error(evaluation, details=True)}}
 
 
 SUBMISSION_FILTERS = ("status", "verdict", "backend", "hardware", "level", "number")

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from evaluation.models import Evaluation
 from problems.models import Problem
 from submissions.models import Submission
-from submissions.selectors import LOG_FIELDS, display_log, queue_position
+from submissions.selectors import LOG_FIELDS, display_log, queue_position, shown_error
 from submissions.services import BATCH_MAX, PRECISIONS
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -196,7 +196,8 @@ class TimingStatsSerializer(serializers.Serializer):
 
 
 class EvaluationSerializer(serializers.Serializer):
-    """The full evaluation; logs, tracebacks and seeds only for the owner and admins."""
+    """The full evaluation; logs, tracebacks, error text and seeds only for the owner and admins
+    (selectors.can_see_details): others get the verdict's generic error."""
 
     id = serializers.IntegerField()
     attempt = serializers.IntegerField()
@@ -205,7 +206,7 @@ class EvaluationSerializer(serializers.Serializer):
     runner = serializers.CharField(source="runner_name")
     verdict = serializers.ChoiceField(choices=Evaluation.Verdict.choices)
     correct = serializers.BooleanField()
-    error = serializers.CharField()
+    error = serializers.CharField(help_text="Others than the owner and admins: a generic message.")
     trials = serializers.ListField(child=serializers.DictField())
     candidate = serializers.DictField(source="candidate_stats", allow_null=True)
     reference = serializers.DictField(source="reference_stats", allow_null=True)
@@ -229,9 +230,11 @@ class EvaluationSerializer(serializers.Serializer):
 
     def to_representation(self, evaluation):
         data = super().to_representation(evaluation)
+        details = bool(self.context.get("show_logs"))  # selectors.can_see_details
         for field in LOG_FIELDS:
             data[field] = display_log(data[field])
-        if not self.context.get("show_logs"):
+        data["error"] = shown_error(evaluation, details=details)
+        if not details:
             for field in ("compile_log", "traceback", "logs", "seeds"):
                 data[field] = None
         return data
@@ -325,7 +328,7 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "reference_ms": evaluation.reference_median_ms if evaluation else None,
         "speedup": evaluation.speedup if evaluation else None,
         "flags": evaluation.flags if evaluation else [],
-        "error": (display_log(evaluation.error) or None) if evaluation else None,
+        "error": shown_error(evaluation, details=show_logs) or None,
         "queue_position": position,
         "progress": submission.progress or {},
         "attempts": submission.attempts,

@@ -20,7 +20,7 @@ from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, 
 from submissions.models import ApiToken, Submission
 from submissions.quotas import quota_usage
 from submissions.selectors import (
-    can_see_logs,
+    can_see_details,
     evaluation_logs,
     submission_status_payload,
     user_submissions,
@@ -93,14 +93,16 @@ def submission_new(request):
 
 def _evaluation_context(request, submission: Submission) -> dict:
     evaluation = submission.latest_evaluation
+    details = can_see_details(submission, request.user)
     return {
         "submission": submission,
         "evaluation": evaluation,
         "reverification": submission.reverifications.select_related("evaluation").first(),
         # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.
-        "logs": evaluation_logs(evaluation),
+        # Without details: the generic error, no logs.
+        "logs": evaluation_logs(evaluation, details=details),
         "show_code": submission.code_visible_to(request.user),
-        "show_logs": can_see_logs(submission, request.user),
+        "show_logs": details,
     }
 
 
@@ -109,7 +111,7 @@ def submission_detail(request, pk: int):
         Submission.objects.select_related("problem", "hardware", "user", "model"), pk=pk
     )
     context = _evaluation_context(request, submission)
-    context["status"] = submission_status_payload(submission)
+    context["status"] = submission_status_payload(submission, details=context["show_logs"])
     return render(request, "submissions/detail.html", context)
 
 
@@ -141,7 +143,8 @@ def submission_source(request, pk: int):
 def submission_status(request, pk: int):
     """Polling fallback for clients without websockets."""
     submission = get_object_or_404(Submission, pk=pk)
-    return JsonResponse(submission_status_payload(submission))
+    details = can_see_details(submission, request.user)
+    return JsonResponse(submission_status_payload(submission, details=details))
 
 
 @login_required

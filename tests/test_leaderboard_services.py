@@ -252,7 +252,8 @@ def test_a_run_exports_kernelbenchs_eval_results_layout(gpu, llm):
     )
     make_result(problem=p2, hardware=gpu, model=llm, run=run, verdict="incorrect", ms=1.0)
 
-    data = selectors.run_eval_results(run)
+    staff = get_user_model().objects.create_user(username="staff", is_staff=True)
+    data = selectors.run_eval_results(run, viewer=staff)
 
     assert list(data) == ["7", "9"]
     first, second = data["7"]
@@ -265,6 +266,9 @@ def test_a_run_exports_kernelbenchs_eval_results_layout(gpu, llm):
     assert (second["runtime"], second["runtime_stats"]) == (-1.0, {})
     assert second["metadata"]["compilation_error"] == "compile_error happened"
     assert data["9"][0]["metadata"]["correctness_issue"] == "incorrect happened"
+    # Error text quotes the source: others than the submitter and staff get a generic message.
+    public = selectors.run_eval_results(run)
+    assert public["7"][1]["metadata"]["compilation_error"] == "The kernel did not compile."
     assert set(first) == {
         "sample_id",
         "compiled",

@@ -21,7 +21,7 @@ SWITCHES = (
     "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "BEHIND_TLS_PROXY",
     "SECURE_HSTS_SECONDS", "DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "SQLITE_TEST_PATH",
     "DJANGO_SETTINGS_MODULE", "DB_POOL", "DB_POOL_MIN_SIZE", "DB_POOL_MAX_SIZE", "DB_POOL_TIMEOUT",
-    "DB_CONN_MAX_AGE",
+    "DB_CONN_MAX_AGE", "SECURE_COOKIES", "KBSITE_VAR_DIR",
 )
 PRODUCTION = {
     "DEBUG": "0",
@@ -67,20 +67,50 @@ def settings_with(tmp_path: Path, *names: str, **env: str) -> dict:
 
 
 def test_without_urls_it_runs_embedded_on_sqlite_the_orm_broker_and_an_in_memory_layer(tmp_path):
-    s = settings_with(
-        tmp_path, "DATABASES", "Q_CLUSTER", "CHANNEL_LAYERS", "DEBUG", "ALLOWED_HOSTS",
-        "SESSION_COOKIE_SECURE", "STORAGES",
-    )
+    s = settings_with(tmp_path, "DATABASES", "Q_CLUSTER", "CHANNEL_LAYERS")
     assert s["DATABASES"]["default"]["ENGINE"] == "django.db.backends.sqlite3"
     assert s["DATABASES"]["default"]["NAME"] == str(tmp_path / "var" / "db.sqlite3")
     assert s["Q_CLUSTER"]["orm"] == "default" and "redis" not in s["Q_CLUSTER"]
     assert s["CHANNEL_LAYERS"]["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
-    # The embedded default is for one machine: debug on, local hosts, plain static files.
+
+
+def test_debug_is_off_unless_asked_for(tmp_path):
+    s = settings_with(tmp_path, "DEBUG", "ALLOWED_HOSTS", "SESSION_COOKIE_SECURE", "STORAGES")
+    assert s["DEBUG"] is False
+    assert s["ALLOWED_HOSTS"] == [] and s["SESSION_COOKIE_SECURE"] is True
+    assert "Manifest" in s["STORAGES"]["staticfiles"]["BACKEND"]
+
+
+def test_with_debug_1_it_has_the_development_defaults(tmp_path):
+    s = settings_with(
+        tmp_path, "DEBUG", "ALLOWED_HOSTS", "SESSION_COOKIE_SECURE", "STORAGES", "SECRET_KEY",
+        DEBUG="1",
+    )
     assert s["DEBUG"] is True
     assert set(s["ALLOWED_HOSTS"]) == {"127.0.0.1", "localhost", "testserver"}
     assert s["SESSION_COOKIE_SECURE"] is False
     assert s["STORAGES"]["staticfiles"]["BACKEND"].endswith("StaticFilesStorage")
     assert "Manifest" not in s["STORAGES"]["staticfiles"]["BACKEND"]
+    assert s["SECRET_KEY"] == "insecure-development-key-only-for-debug"
+
+
+def test_it_uses_the_key_kept_in_var_and_the_environments_key_wins(tmp_path):
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "secret-key").write_text("kept-by-make-run-0123456789abcdefghijklmnop\n")
+    assert settings_with(tmp_path, "SECRET_KEY")["SECRET_KEY"] == (
+        "kept-by-make-run-0123456789abcdefghijklmnop"
+    )
+    s = settings_with(tmp_path, "SECRET_KEY", SECRET_KEY="from-the-environment-0123456789")
+    assert s["SECRET_KEY"] == "from-the-environment-0123456789"
+
+
+def test_make_run_serves_plain_http_cookies_when_it_says_so(tmp_path):
+    s = settings_with(
+        tmp_path, "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "ALLOWED_HOSTS",
+        SECURE_COOKIES="0", ALLOWED_HOSTS="127.0.0.1,localhost",
+    )
+    assert s["SESSION_COOKIE_SECURE"] is False and s["CSRF_COOKIE_SECURE"] is False
+    assert s["ALLOWED_HOSTS"] == ["127.0.0.1", "localhost"]
 
 
 def test_database_url_switches_to_postgresql_with_every_part_of_the_url(tmp_path):
@@ -148,8 +178,9 @@ def test_a_runner_host_needs_only_the_database_and_broker_urls(tmp_path):
     assert s["Q_CLUSTER"]["redis"] == "redis://cache.internal:6379/0"
 
 
-def test_with_debug_off_it_refuses_to_start_without_a_secret_key(tmp_path):
-    result = python(tmp_path, LOAD_SETTINGS, DEBUG="0")
+def test_with_debug_off_the_web_server_refuses_to_start_without_a_secret_key(tmp_path):
+    assert python(tmp_path, LOAD_SETTINGS, DEBUG="0").returncode == 0  # commands, runners
+    result = python(tmp_path, "import kbsite.asgi", DEBUG="0")
     assert result.returncode != 0
     assert "SECRET_KEY must be set in the environment when DEBUG is off" in result.stderr
 

@@ -48,6 +48,9 @@ DEFAULT_LIMITS: dict[str, Any] = {
     "processes": 4096,
     "file_size_mb": None,  # off by default: tensor transfers use memfds, limited by it too
     "core_dumps": False,
+    # The size of the sandbox's private tmpfs (its home, work folder and /tmp; /dev/shm gets a
+    # quarter more), in MiB: the candidate's disk outside its build slot. Held in memory.
+    "tmpfs_mb": 2048,
 }
 
 DEFAULT_TIME_LIMIT_S = 600.0

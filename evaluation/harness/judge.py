@@ -62,28 +62,55 @@ class Events:
 
 
 class WorkerHandle:
-    """The candidate worker process and its private channel."""
+    """The candidate worker process and its private channel.
+
+    The worker runs inside the sandbox the runner chose for this evaluation (jail.py): it gets
+    the channel's pipes and memfds and nothing else of ours. Without that decision (a judge
+    started by hand) no worker is started at all.
+    """
 
     def __init__(self, device: str, limits: dict, log_limit: int, workdir: Path):
+        from . import jail
         from .protocol import Channel
 
+        decision = jail.from_env()
+        if decision is None:
+            raise Verdict("harness_error", "no sandbox was configured for the candidate's "
+                          "worker; refusing to run its code")
+        self.jailed = decision.get("mode") == "bwrap"
+        # Where the worker finds its build folder: the slot, as mounted inside the sandbox.
+        self.build_dir: str | None = jail.BUILD if self.jailed else None
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         mem_judge = os.memfd_create("kb-judge-to-worker")  # written by the judge only
         mem_worker = os.memfd_create("kb-worker-to-judge")  # written by the worker only
         child_fds = (to_worker_r, from_worker_w, mem_worker, mem_judge)
         workdir.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-c", WORKER_ENTRY,
+                "--fds", ",".join(str(f) for f in child_fds), "--device", device,
+                "--limits", json.dumps(resolve_limits(limits, device != "cpu"))]
+        env = {k: v for k, v in os.environ.items() if k != jail.JAIL_ENV}
+        jail_fds: list[int] = []
+        if self.jailed:
+            argv, jail_fds = jail.worker_command(decision, argv)
+            env = jail.worker_env(env)
+            cwd = "/"
+        else:
+            cwd = str(workdir)
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER_ENTRY,
-             "--fds", ",".join(str(f) for f in child_fds), "--device", device,
-             "--limits", json.dumps(resolve_limits(limits, device != "cpu"))],
-            cwd=str(workdir),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=child_fds,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(*child_fds, *jail_fds),
+            )
+        finally:
+            for fd in jail_fds:
+                os.close(fd)
         os.close(to_worker_r)
         os.close(from_worker_w)
         self.stdout = LogCapture(self.proc.stdout, log_limit)
@@ -330,7 +357,8 @@ class Judge:
         t0 = time.perf_counter()
         self.worker.post(
             {"cmd": "load", "source": job["candidate_source"], "backend": job["backend"],
-             "precision": precision, "init_seed": seeds["init"], "build_dir": job["build_dir"]},
+             "precision": precision, "init_seed": seeds["init"],
+             "build_dir": self.worker.build_dir if self.worker.jailed else job["build_dir"]},
             init_inputs, phase="compile",
         )
         try:

@@ -80,6 +80,8 @@ class Launch:
     job_w: int
     ev_r: int
     workdir: Path
+    slot: Path  # the worker's only writable host folder (buildcache.py), inside workdir
+    jail: dict[str, Any]  # the sandbox the worker gets (jail.py)
     token: str
     isolation: str
     key: str
@@ -132,15 +134,25 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
           entry: str | None = None) -> Launch:
     """Start the judge for `job` (normalized): a fresh working folder, a scrubbed environment,
     its own session, and death with the thread that starts it (PR_SET_PDEATHSIG)."""
+    from . import jail
+
     spec = spec_of(job)
     workdir = Path(tempfile.mkdtemp(prefix="kbeval-"))
     os.chmod(workdir, 0o700)
+    slot = workdir / "slot"
+    slot.mkdir()
+    try:
+        decision = jail.for_job(job["device"], slot, int(job["limits"].get("tmpfs_mb") or 2048))
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     job_r, job_w = os.pipe()
     ev_r, ev_w = os.pipe()
     try:
         env = env_for(job, workdir)
         token = os.urandom(12).hex()
         env["KB_EVAL_TOKEN"] = token  # marks every process of this evaluation (sandbox)
+        env[jail.JAIL_ENV] = json.dumps(decision)
         if (entry or ("pool" if prestart_mode() != "off" else "judge")) == "pool":
             cmd = [*prefix, sys.executable, "-m", "evaluation.harness.pool",
                    "--job-fd", str(job_r), "--event-fd", str(ev_w),
@@ -168,7 +180,8 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
     os.close(job_r)
     os.close(ev_w)
     return Launch(
-        proc=proc, job_w=job_w, ev_r=ev_r, workdir=workdir, token=token, isolation=isolation,
+        proc=proc, job_w=job_w, ev_r=ev_r, workdir=workdir, slot=slot, jail=decision,
+        token=token, isolation=isolation,
         key=spec_key(spec, isolation), out_log=LogCapture(proc.stdout, LOG_LIMIT),
         err_log=LogCapture(proc.stderr, LOG_LIMIT), spawned_at=time.monotonic(), spare=spare,
     )

