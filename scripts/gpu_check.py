@@ -109,6 +109,15 @@ def short(result: dict) -> str:
     return (result.get("error") or "").replace("\n", " ")[:90]
 
 
+def _sandbox_words(sandbox: dict | None) -> str:
+    """The candidate's sandbox as the result describes it, in a few words."""
+    if not sandbox:
+        return "-"
+    return (f"{sandbox.get('engine')} uid {sandbox.get('candidate_uid')} seccomp "
+            f"{sandbox.get('seccomp')} namespaces {','.join(sandbox.get('namespaces') or [])} "
+            f"tmpfs {sandbox.get('tmpfs_mb')} MiB")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawTextHelpFormatter)
@@ -180,7 +189,7 @@ def main() -> int:
                 e = res["environment"]
                 print(f"device {e.get('device_name')} {e.get('arch')} driver {e.get('driver')} "
                       f"torch {e.get('torch')} CUDA {e.get('cuda')} triton {e.get('triton')} "
-                      f"python {e.get('python')} sandbox {e.get('sandbox', {}).get('isolation')}",
+                      f"python {e.get('python')} sandbox {_sandbox_words(e.get('sandbox'))}",
                       flush=True)
                 env_printed = True
             print(f"  {slug} right #{i + 1}: {res['verdict']} "

@@ -346,7 +346,7 @@ def test_the_admin_action_queues_a_reverification_for_each_evaluated_submission(
 @pytest.mark.integration
 @pytest.mark.timeout(900)
 def test_real_runners_hold_new_records_until_another_runner_reverifies_and_catch_a_replay(
-    user, bob, cpu_hardware, relu_problem, start_runner, tmp_path
+    user, bob, cpu_hardware, relu_problem, start_runner
 ):
     env = {
         "REVERIFY_NEW_RECORDS": "1",
@@ -360,7 +360,7 @@ def test_real_runners_hold_new_records_until_another_runner_reverifies_and_catch
         bob,
         relu_problem,
         cpu_hardware,
-        kernel_source("relu_correct_once.py").replace("__MARK_PATH__", str(tmp_path / "mark")),
+        kernel_source("relu_correct_once.py"),
     )
     start_runner(**env)
 

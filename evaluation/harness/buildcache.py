@@ -23,6 +23,7 @@ Plain Python (the runner side of the harness); no torch, no Django.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -40,8 +41,8 @@ MB = 1024 * 1024
 def entry_for(job: dict) -> Path | None:
     """The cache entry of this job's candidate, or None when the job keeps no cache."""
     root = job.get("build_dir")
-    if not root:
-        return None
+    if not root or not isinstance(job.get("candidate_source"), str):
+        return None  # no cache asked for, or a job without a candidate (validation, baselines)
     owner = str(job.get("build_owner") or "anonymous")
     owner_key = hashlib.sha256(owner.encode()).hexdigest()[:24]
     device_kind = "cpu" if job["device"] == "cpu" else "cuda"
@@ -51,13 +52,17 @@ def entry_for(job: dict) -> Path | None:
     return Path(root) / "owners" / owner_key / source_key
 
 
+MAX_DEPTH = 64  # folders deeper than this make a slot "over": no build needs them
+
+
 def usage(folder: Path, *, max_bytes: int, max_files: int) -> tuple[int, int, bool]:
-    """(bytes, entries, over): a walk that stops as soon as either limit is passed. Links
-    are counted, never followed."""
+    """(bytes, entries, over): a walk that stops as soon as a limit is passed. A file counts by
+    its length or its blocks, whichever is larger (a sparse file is short on disk but would be
+    written out in full); links are counted, never followed; no recursion."""
     total = count = 0
-    stack = [folder]
+    stack = [(str(folder), 0)]
     while stack:
-        current = stack.pop()
+        current, depth = stack.pop()
         try:
             entries = list(os.scandir(current))
         except OSError:
@@ -69,33 +74,69 @@ def usage(folder: Path, *, max_bytes: int, max_files: int) -> tuple[int, int, bo
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
-                stack.append(Path(entry.path))
+                if depth + 1 > MAX_DEPTH:
+                    return total, count, True
+                stack.append((entry.path, depth + 1))
             else:
-                total += st.st_blocks * 512
+                total += max(st.st_size, st.st_blocks * 512)
             if total > max_bytes or count > max_files:
                 return total, count, True
     return total, count, False
 
 
-def _copy_plain(src: Path, dst: Path, *, uid: int | None) -> None:
-    """Copy folders and regular files only (never following a link), owned by `uid` when
-    given (the candidate's, so that its build can update what it finds)."""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _copy_plain(src: Path, dst: Path, *, uid: int | None, budget: int) -> None:
+    """Copy folders and regular files only, at most `budget` bytes, owned by `uid` when given
+    (the candidate's, so that its build can update what it finds).
+
+    The source may be the candidate's: everything is opened relative to an already opened
+    folder, without following links and without blocking, and checked after opening (fstat),
+    so a link or fifo swapped in meanwhile is skipped, never followed. No recursion."""
     dst.mkdir(parents=True, exist_ok=True)
-    for entry in os.scandir(src):
-        st = entry.stat(follow_symlinks=False)
-        target = dst / entry.name
-        if stat.S_ISDIR(st.st_mode):
-            _copy_plain(Path(entry.path), target, uid=uid)
-        elif stat.S_ISREG(st.st_mode):
-            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as fin, open(target, "wb") as fout:
-                shutil.copyfileobj(fin, fout, 1 << 20)
-            os.chmod(target, st.st_mode & 0o755)
-            os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-            if uid is not None:
-                os.chown(target, uid, uid)
-        # links, devices, fifos and sockets are left behind
-    os.utime(dst, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns))
+    root_fd = os.open(src, _DIR_FLAGS)
+    stack = [(root_fd, dst)]
+    try:
+        while stack:
+            dir_fd, target_dir = stack.pop()
+            try:
+                names = os.listdir(dir_fd)
+                for name in names:
+                    try:
+                        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+                    except OSError:
+                        continue  # a link (ELOOP), or gone
+                    st = os.fstat(fd)
+                    target = target_dir / name
+                    if stat.S_ISDIR(st.st_mode):
+                        os.close(fd)
+                        sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+                        target.mkdir(exist_ok=True)
+                        if uid is not None:
+                            os.chown(target, uid, uid)
+                        stack.append((sub, target))
+                        continue
+                    if not stat.S_ISREG(st.st_mode):
+                        os.close(fd)
+                        continue  # devices, fifos, sockets stay behind
+                    budget -= max(st.st_size, st.st_blocks * 512)
+                    if budget < 0:
+                        os.close(fd)
+                        raise OSError(errno.EFBIG, "the build is larger than the cache takes")
+                    os.set_blocking(fd, True)
+                    with os.fdopen(fd, "rb") as fin, open(target, "wb") as fout:
+                        shutil.copyfileobj(fin, fout, 1 << 20)
+                    os.chmod(target, st.st_mode & 0o755)
+                    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+                    if uid is not None:
+                        os.chown(target, uid, uid)
+            finally:
+                os.close(dir_fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
     if uid is not None:
         os.chown(dst, uid, uid)
 
@@ -105,13 +146,13 @@ def fill(slot: Path, entry: Path | None, *, uid: int | None) -> bool:
     if entry is None or not entry.is_dir():
         return False
     try:
-        _copy_plain(entry, slot, uid=uid)
+        _copy_plain(entry, slot, uid=uid, budget=ENTRY_MB * MB)
         os.utime(entry)  # recently used
         return True
     except OSError:
         # A damaged entry: start from nothing, and let this evaluation's build replace it.
         for child in slot.iterdir():
-            _remove(child)
+            remove_tree(child)
         return False
 
 
@@ -122,18 +163,21 @@ def keep(slot: Path, entry: Path | None) -> str:
         return "no_cache"
     size, count, over = usage(slot, max_bytes=ENTRY_MB * MB, max_files=ENTRY_FILES)
     if over:
-        _remove(entry)
+        remove_tree(entry)
         return "too_large"
     if count == 0:
         return "empty"
     entry.parent.mkdir(parents=True, exist_ok=True)
     staging = entry.parent / f".new-{entry.name}-{os.getpid()}-{time.monotonic_ns()}"
     try:
-        _copy_plain(slot, staging, uid=None)
-        _remove(entry)
+        _copy_plain(slot, staging, uid=None, budget=ENTRY_MB * MB)
+        remove_tree(entry)
         os.replace(staging, entry)
+    except OSError:
+        remove_tree(entry)  # grew while copied, or unreadable: keep nothing of it
+        return "too_large"
     finally:
-        _remove(staging)
+        remove_tree(staging)
     evict(entry.parent, max_bytes=OWNER_MB * MB)
     return "kept"
 
@@ -152,15 +196,42 @@ def evict(owner_dir: Path, *, max_bytes: int) -> list[str]:
     for _, size, child in entries:
         if total <= max_bytes:
             break
-        _remove(child)
+        remove_tree(child)
         total -= size
         dropped.append(child.name)
     return dropped
 
 
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        if path.is_symlink() or path.is_file():
+def remove_tree(path: Path) -> None:
+    """Remove a file or a whole folder, however deep, without recursion and without following
+    links (the folder may be the candidate's slot); never raises."""
+    path = Path(path)
+    with contextlib.suppress(OSError):
+        if path.is_symlink() or not path.is_dir():
             path.unlink()
-        else:
-            shutil.rmtree(path, ignore_errors=True)
+            return
+    # Depth first, by an explicit stack of folders still to empty; a folder is emptied once
+    # (one that cannot be removed is left, and not visited again).
+    stack, done = [str(path)], set()
+    while stack:
+        current = stack[-1]
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            entries = []
+        pushed = False
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.path not in done:
+                        stack.append(entry.path)
+                        pushed = True
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+        if not pushed:
+            stack.pop()
+            done.add(current)
+            with contextlib.suppress(OSError):
+                os.rmdir(current)

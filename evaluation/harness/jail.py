@@ -23,6 +23,7 @@ No torch import here; the judge imports it before its own torch, the runner impo
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import json
@@ -145,14 +146,13 @@ def _readonly_paths() -> list[str]:
             python.add(entry)
     cuda = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""),
             *os.environ.get("LD_LIBRARY_PATH", "").split(":")]
-    checkout = str(Path(__file__).resolve().parents[2])
-    for path in sorted(python) + cuda:
-        if not path or not os.path.isabs(path):
-            continue
+    checkout = os.path.realpath(Path(__file__).resolve().parents[2])
+    for path in sorted(python):
         # The checkout itself stays hidden; a virtualenv inside it (.venv) is bound alone.
-        if os.path.realpath(path) == os.path.realpath(checkout):
-            continue
-        paths.append(path)
+        if path and os.path.isabs(path) and os.path.realpath(path) != checkout:
+            paths.append(path)
+    paths += [p for p in cuda if _system_folder(p, checkout)]
+    paths += _toolchain_prefixes(checkout)
     seen: list[str] = []
     for path in paths:
         path = os.path.normpath(path)
@@ -165,6 +165,46 @@ def _readonly_paths() -> list[str]:
             continue
         seen.append(path)
     return seen
+
+
+def _toolchain_prefixes(checkout: str) -> list[str]:
+    """Where the compilers the worker runs live, when outside /usr (a GPU image may keep its
+    own gcc under /opt): the prefix of each compiler named by CC, CXX or CUDAHOSTCXX and of each
+    folder on PATH (`X` for `X/bin`, so that its lib and libexec come along). Never a home
+    folder, nor the checkout or a folder above it."""
+    found: list[str] = []
+    candidates = [shutil.which(os.environ[name]) or "" for name in ("CC", "CXX", "CUDAHOSTCXX")
+                  if os.environ.get(name)]
+    candidates = [os.path.dirname(os.path.realpath(c)) for c in candidates if c]
+    candidates += [d for d in os.environ.get("PATH", "").split(":") if d]
+    for folder in candidates:
+        if not os.path.isabs(folder) or not os.path.isdir(folder):
+            continue
+        folder = os.path.realpath(folder)
+        prefix = os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
+        if _system_folder(prefix, checkout):
+            found.append(prefix)
+    return found
+
+
+def _system_folder(path: str, checkout: str) -> bool:
+    """Whether a folder named by the environment (PATH, LD_LIBRARY_PATH, CUDA_HOME) may be
+    bound: not "/", not the checkout, anything in it (var/: the database, the secret key) or
+    above it, and not a home folder (/root, /home, the runner account's own)."""
+    if not path or not os.path.isabs(path) or not os.path.isdir(path):
+        return False
+    path = os.path.realpath(path)
+    homes = ["/root", "/home"]
+    with contextlib.suppress(KeyError, ImportError):
+        import pwd
+
+        homes.append(os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir))
+    for private in (checkout, *homes):
+        if private in ("", "/"):
+            continue
+        if path == private or path.startswith(private + "/") or private.startswith(path + "/"):
+            return False
+    return path != "/"
 
 
 def _gpu_nodes() -> list[str]:
@@ -213,6 +253,7 @@ class Jail:
                 return {"mode": "off"}
             program = seccomp_program()
             folder = Path(tempfile.mkdtemp(prefix="kbjail-"))
+            atexit.register(shutil.rmtree, folder, True)  # this process's judges die with it
             os.chmod(folder, 0o711)
             seccomp = folder / "seccomp.bpf"
             seccomp.write_bytes(program)

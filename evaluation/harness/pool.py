@@ -30,7 +30,6 @@ import ctypes
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .buildcache import remove_tree
 from .process import LogCapture, die_with_parent_preexec
 
 PRESTART_ENV = "KB_HARNESS_PRESTART"
@@ -126,7 +126,7 @@ class Launch:
         self.job_w = self.ev_r = -1
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_tree(self.workdir)
 
 
 def spawn(job: dict, *, prefix: list[str], isolation: str,
@@ -144,7 +144,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
     try:
         decision = jail.for_job(job["device"], slot, int(job["limits"].get("tmpfs_mb") or 2048))
     except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
         raise
     job_r, job_w = os.pipe()
     ev_r, ev_w = os.pipe()
@@ -175,7 +175,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
         for fd in (job_r, job_w, ev_r, ev_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
         raise
     os.close(job_r)
     os.close(ev_w)

@@ -150,11 +150,12 @@ def _base_result(job: dict | None) -> dict[str, Any]:
     }
 
 
-def _kill_tagged(token: str) -> int:
-    """Kill every process whose environment carries this evaluation's token.
+def _kill_tagged(token: str, *, uid: int | None = None) -> int:
+    """Kill every process whose environment carries this evaluation's token, or that runs as
+    the evaluation's own candidate uid; returns how many were found alive.
 
     The backstop after the process group: a process that left it (setsid; the worker's sandbox
-    is a session of its own) still carries the environment it inherited.
+    is a session of its own) still carries the environment it inherited and its uid.
     """
     needle = f"KB_EVAL_TOKEN={token}".encode()
     killed = 0
@@ -162,10 +163,21 @@ def _kill_tagged(token: str) -> int:
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    os.kill(int(entry), signal.SIGKILL)
-                    killed += 1
+            ours = False
+            if uid is not None:
+                with open(f"/proc/{entry}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"State:") and line.split()[1] in (b"Z", b"X"):
+                            break  # dead already, waiting to be reaped
+                        if line.startswith(b"Uid:"):
+                            ours = int(line.split()[1]) == uid
+                            break
+            if not ours:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    ours = needle in f.read().split(b"\0")
+            if ours:
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
         except (OSError, ValueError):
             continue
     return killed
@@ -329,10 +341,12 @@ def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dic
             rc = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             rc = None
-        # Until nothing of the evaluation is left (its sandbox's processes die with their
-        # namespace; this catches any straggler), before the slot is read.
-        for _ in range(50):
-            if _kill_tagged(launch.token) == 0:
+        # Until nothing of the evaluation is left, before the slot is read: its sandbox's
+        # processes die with their pid namespace, asynchronously. They are recognised by the
+        # candidate's own uid (which they cannot change) where it has one, else by the
+        # evaluation's token in their environment (which a process could overwrite).
+        for _ in range(100):
+            if _kill_tagged(launch.token, uid=launch.jail.get("uid")) == 0:
                 break
             time.sleep(0.05)
         judge_log = {"stdout": launch.out_log.text(wait=1.0),

@@ -151,6 +151,30 @@ if not getattr(self, "started", False):
 return torch.relu(self.linear(x))"""
 )
 
+# Forks until the process limit refuses (at most 100 children, killed again at once) and says
+# how many it got: the sandbox's uid is its own, so RLIMIT_NPROC binds under a root runner too.
+LINEAR_RELU_FORKS = linear_relu_with(
+    """import os, time
+if not getattr(self, "forked", False):
+    self.forked = True
+    children, refused = [], ""
+    for _ in range(100):
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            refused = type(exc).__name__
+            break
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        children.append(pid)
+    print("FORKS", len(children), refused, flush=True)
+    for pid in children:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+return torch.relu(self.linear(x))"""
+)
+
 # Prints a checksum of its inputs, so tests can see which inputs a seed produced.
 LINEAR_RELU_PRINTS_INPUTS = linear_relu_with(
     "print('INPUT', round(float(x.sum()), 4))\nreturn torch.relu(self.linear(x))"

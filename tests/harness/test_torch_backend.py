@@ -225,6 +225,17 @@ def test_processes_the_candidate_leaves_behind_die_with_the_evaluation():
     assert not _alive_with(mark)
 
 
+def test_the_process_limit_binds_the_candidate_even_under_a_root_runner():
+    # The worker counts as one of the 50: the candidate gets 49 children and then EAGAIN.
+    # (Before the sandbox, a root runner's candidate was root, which RLIMIT_NPROC does not bind.)
+    result = run_job(make_job(p.LINEAR_RELU, p.LINEAR_RELU_FORKS, n_trials=1,
+                              limits={"processes": 50}))
+    assert result["verdict"] == "correct", result["error"]
+    line = next(line for line in _log(result).splitlines() if line.startswith("FORKS"))
+    forks, refused = int(line.split()[1]), line.split()[2:]
+    assert forks < 50 and refused == ["BlockingIOError"], line
+
+
 def _alive_with(mark: str) -> list[int]:
     """Host pids of live (not zombie) processes whose command line holds `mark`."""
     found = []
