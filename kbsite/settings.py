@@ -79,8 +79,8 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEBUG = env_bool("DEBUG", default=False)
 
 # SECRET_KEY from the environment wins; else the key `make run` generates and keeps in var/.
-# Without either, with DEBUG off, it stays empty: the web server refuses to start
-# (kbsite/asgi.py), while runner hosts and other commands, which do not need it, still load.
+# Without either, with DEBUG off, it stays empty: the web server (kbsite/asgi.py) and the runner
+# (django-q signs every queued task with it) refuse to start, while other commands still load.
 SECRET_KEY_FILE = VAR_DIR / "secret-key"
 
 

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 import pytest
 from channels.layers import get_channel_layer
 from channels_redis.core import RedisChannelLayer
+from django.conf import settings
 from django.db import connection
 from django_q.brokers import get_broker
 from websockets.sync.client import connect
@@ -86,7 +87,7 @@ def statuses_until_finished(client, *, timeout: float) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_runner_given_only_the_database_the_broker_and_its_hardware_streams_to_two_web_processes(
+def test_a_runner_given_the_database_the_broker_and_the_key_streams_to_two_web_processes(
     tmp_path, user, cpu_hardware, relu_problem, web_process
 ):
     submission = submission_create(
@@ -110,13 +111,15 @@ def test_a_runner_given_only_the_database_the_broker_and_its_hardware_streams_to
         # Redis client that times out that read drops every quiet websocket (error 1011).
         time.sleep(RedisChannelLayer.brpop_timeout + 3)
 
-        # What a GPU host is given: the two URLs and, on its command line, its hardware name.
-        # No SECRET_KEY, no settings module, nothing of this test run's environment.
+        # What a GPU host is given: the two URLs, the key django-q signs tasks with (the web
+        # processes' own) and, on its command line, its hardware name. No settings module,
+        # no DEBUG, nothing else of this test run's environment.
         runner_env = {
             "PATH": os.environ["PATH"],
             "HOME": os.environ.get("HOME", str(tmp_path)),
             "DATABASE_URL": process_env()["DATABASE_URL"],
             "REDIS_URL": os.environ["REDIS_URL"],
+            "SECRET_KEY": settings.SECRET_KEY,
         }
         log = open(tmp_path / "runner.log", "w")  # noqa: SIM115 (lives on)
         runner = subprocess.Popen(

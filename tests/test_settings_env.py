@@ -167,8 +167,9 @@ def test_redis_url_switches_the_broker_and_the_channel_layer_to_redis(tmp_path):
     assert (host["address"] if isinstance(host, dict) else host) == url
 
 
-def test_a_runner_host_needs_only_the_database_and_broker_urls(tmp_path):
-    # No SECRET_KEY, no ALLOWED_HOSTS: a GPU host never gets the web tier's secrets.
+def test_a_runner_host_is_configured_by_the_database_and_broker_urls_alone(tmp_path):
+    # No ALLOWED_HOSTS, no LLM keys: of the web tier's settings a GPU host shares only the key
+    # django-q signs the queued tasks with (the next test).
     s = settings_with(
         tmp_path, "DATABASES", "Q_CLUSTER",
         DATABASE_URL="postgres://kbsite:pw@db.internal:5432/kbsite",
@@ -183,6 +184,18 @@ def test_with_debug_off_the_web_server_refuses_to_start_without_a_secret_key(tmp
     result = python(tmp_path, "import kbsite.asgi", DEBUG="0")
     assert result.returncode != 0
     assert "SECRET_KEY must be set in the environment when DEBUG is off" in result.stderr
+
+
+def test_with_debug_off_a_runner_refuses_to_start_without_the_key_its_tasks_are_signed_with(
+    tmp_path,
+):
+    start_runner = (
+        "import django; django.setup(); from django.core.management import call_command; "
+        "call_command('runner', '--hardware', 'cpu')"
+    )
+    result = python(tmp_path, start_runner, DEBUG="0")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set to the web tier's key" in result.stderr
 
 
 def test_with_debug_off_the_defaults_are_production_safe(tmp_path):

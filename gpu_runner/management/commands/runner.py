@@ -13,6 +13,7 @@ import sys
 import time
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import hardware_register, runner_heartbeat
@@ -41,6 +42,22 @@ def parse_devices(value: str | None, gpu_count: int) -> list[int | None]:
     return list(range(numbers[0]))
 
 
+def require_secret_key() -> None:
+    """Refuse to start without the web tier's SECRET_KEY, rather than drop every task later.
+
+    django-q signs each queued task with it (the payload is a pickle: an unsigned one would run
+    whatever a writer to the broker put there), so a runner with another key, or none, cannot
+    read a single task.
+    """
+    try:
+        settings.SECRET_KEY  # noqa: B018  (Django refuses an empty one here)
+    except ImproperlyConfigured:
+        raise CommandError(
+            "SECRET_KEY must be set to the web tier's key: django-q signs every queued task "
+            "with it (docs/deploy.md, Runners)"
+        ) from None
+
+
 class Command(BaseCommand):
     help = "Serve a hardware's evaluation queue: one worker per GPU (detects and registers it)."
 
@@ -52,6 +69,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
+        require_secret_key()
         detected = detect(options.get("hardware"))
         slug = detected.pop("slug")
         hardware = hardware_register(slug=slug, **detected)
