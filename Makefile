@@ -2,7 +2,7 @@
 #
 #   make run          web server on 127.0.0.1:$PORT (default 8000) + a runner serving the cpu queue
 #   make test         the test suite on the embedded default (SQLite, ORM broker); PYTEST_ARGS="..."
-#   make lint         ruff
+#   make lint         ruff, then the import contracts (lint-imports, pyproject.toml)
 #   make scaled       local PostgreSQL + Redis (Debian packages), then web + runner against them
 #   make scaled-runner  one more runner on them (HARDWARE=cpu); make scaled-stop stops them
 #   make test-scaled  the scaled/integration tests against local PostgreSQL + Redis
@@ -71,6 +71,7 @@ test: $(STAMP) system-deps
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from evaluation import leases, scoring
+
 
 class Hardware(models.Model):
     """A kind of device that runners serve; its slug is also the name of its django-q2 queue."""
@@ -175,17 +177,22 @@ class Evaluation(models.Model):
 
     @property
     def ranks(self) -> bool:
-        """Only correct evaluations with no exploit flag count on the boards."""
-        return self.correct and not self.flags
+        """Correct, unflagged and timed (evaluation/scoring.py, the one rule)."""
+        return scoring.ranks(
+            {"correct": self.correct, "flags": self.flags,
+             "candidate_median_ms": self.candidate_median_ms}
+        )
 
 
 class Validation(models.Model):
     """A curation check of a problem's reference on a hardware (runs on a runner, like kernels).
 
-    queued -> running (claimed by one runner) -> passed, flagged (findings) or failed (the
-    reference did not run; that is a finding too). Findings block publishing until an admin
-    overrides them with a reason.
+    queued -> running (claimed by one runner, on a lease: evaluation/leases.py) -> passed,
+    flagged (findings) or failed (the reference did not run, or killed its runners every time;
+    that is a finding too). Findings block publishing until an admin overrides them with a reason.
     """
+
+    LEASE_HOLDER_FIELD = "runner_name"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -209,6 +216,8 @@ class Validation(models.Model):
     error = models.TextField(blank=True)
     environment = models.JSONField(default=dict, blank=True)
     runner_name = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+",
@@ -227,15 +236,12 @@ class Validation(models.Model):
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
 
-    def claim(self, *, runner_name: str) -> bool:
-        """queued -> running, by a conditional update: one runner wins, a redelivery finds none."""
-        now = timezone.now()
-        won = Validation.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
-            status=self.Status.RUNNING, runner_name=runner_name, started_at=now
-        )
-        if won:
-            self.refresh_from_db()
-        return bool(won)
+    def claim(self, *, runner_name: str, lease_seconds: float) -> bool:
+        """Queued (or running on a lapsed lease: its runner died) -> running; one runner wins."""
+        return leases.claim(self, runner_name=runner_name, lease_seconds=lease_seconds)
+
+    def extend_lease(self, *, runner_name: str, lease_seconds: float) -> None:
+        leases.extend(self, runner_name=runner_name, lease_seconds=lease_seconds)
 
     def finish(
         self,
@@ -259,4 +265,5 @@ class Validation(models.Model):
         self.error = error
         self.environment = environment or {}
         self.finished_at = timezone.now()
+        self.lease_expires_at = None
         self.save()

@@ -1,4 +1,4 @@
-"""The runner's side of curation (flow 4): validating a problem's reference, and measuring its
+"""The runner's side of curation: validating a problem's reference, and measuring its
 baselines, each in the sandboxed harness exactly like an evaluation (reference code never runs
 in a process that holds database settings).
 
@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
 
+from evaluation import leases
 from evaluation.harness import sandbox
 from evaluation.models import Baseline, Hardware, Validation
 from problems.baselines import baseline_record
@@ -51,10 +54,41 @@ def validate_problem(*, validation_id: int, runner_name: str) -> str:
     validation = Validation.objects.select_related("problem_version__problem", "hardware").get(
         pk=validation_id
     )
-    if not validation.claim(runner_name=runner_name):
+    if _stop_if_poison(validation):
+        return "stopped: killed its runners too often"
+    lease_seconds = settings.RUNNER_LEASE_SECONDS
+    if not validation.claim(runner_name=runner_name, lease_seconds=lease_seconds):
         return "not claimed"
-    _validate_one(validation)
+    with leases.kept([validation], runner_name=runner_name, lease_seconds=lease_seconds):
+        _validate_one(validation)
     return validation.status
+
+
+def _stop_if_poison(validation: Validation) -> bool:
+    """A validation whose runners all died running it fails with a finding that says so."""
+    runs = validation.attempts
+    return leases.stop_if_poison(
+        validation,
+        max_attempts=settings.SUBMISSION_MAX_ATTEMPTS,
+        status=Validation.Status.FAILED,
+        findings=[{
+            "code": "runner_crash",
+            "message": f"The runner validating this reference died {runs} times in a row "
+            "(the reference probably crashes or exhausts the host); it was stopped.",
+        }],
+        finished_at=timezone.now(),
+    )
+
+
+def validations_requeue(*, hardware_slug: str) -> int:
+    """Runners call it in their heartbeat loop: validations whose runner died (its lease
+    lapsed) are queued again, or failed once they have killed too many runners."""
+    requeued = leases.requeue_abandoned(
+        Validation.objects.filter(hardware__slug=hardware_slug), details={"progress": "requeued"}
+    )
+    for pk in requeued:
+        async_task("gpu_runner.tasks.validate", pk, cluster=hardware_slug)
+    return len(requeued)
 
 
 def _validate_one(validation: Validation) -> None:
@@ -89,15 +123,24 @@ def validations_run(
     start and device initialisation each; whatever a batch does not finish (a crash, a hang)
     is run again alone, so the culprit gets its own finding and the others their results.
     """
-    claimed = [v for v in validations if v.claim(runner_name=runner_name)]
-    for start in range(0, len(claimed), max(1, batch_size)):
-        chunk = claimed[start:start + max(1, batch_size)]
-        done = _validate_batch(chunk) if len(chunk) > 1 else set()
-        for validation in chunk:
-            if validation.pk not in done:
-                _validate_one(validation)
-            if on_done is not None:
-                on_done(validation)
+    validations = list(validations)
+    lease_seconds = settings.RUNNER_LEASE_SECONDS
+    claimed = []
+    for start in range(0, len(validations), max(1, batch_size)):
+        # Claimed a batch at a time, each lease kept while it runs: a claim made long before
+        # its turn would lapse, and a runner's sweep would hand it to another host.
+        chunk = [
+            v for v in validations[start:start + max(1, batch_size)]
+            if v.claim(runner_name=runner_name, lease_seconds=lease_seconds)
+        ]
+        claimed += chunk
+        with leases.kept(chunk, runner_name=runner_name, lease_seconds=lease_seconds):
+            done = _validate_batch(chunk) if len(chunk) > 1 else set()
+            for validation in chunk:
+                if validation.pk not in done:
+                    _validate_one(validation)
+                if on_done is not None:
+                    on_done(validation)
     return claimed
 
 

@@ -1,4 +1,4 @@
-"""The runner's side of flow 2: claim, evaluate in a sandboxed child, store, finish, notify.
+"""The runner's side of an evaluation: claim, evaluate in a sandboxed child, store, finish, notify.
 
 No database transaction is open while candidate code runs; the only writes during the run are
 short progress updates and lease extensions.
@@ -6,17 +6,17 @@ short progress updates and lease extensions.
 
 import logging
 import secrets
-import threading
 import time
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.tasks import async_task
 
+from evaluation import leases
 from evaluation.harness import sandbox
 from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Baseline, Evaluation, Runner
@@ -56,18 +56,14 @@ def evaluate_submission(*, submission_id: int, runner_name: str) -> str:
 
 def _stop_if_poison(submission: Submission) -> bool:
     """A submission whose earlier claims all died with their runner is stopped, not retried."""
-    if submission.attempts < settings.SUBMISSION_MAX_ATTEMPTS:
-        return False
     now = timezone.now()
-    stoppable = Q(status=Submission.Status.QUEUED) | Q(
-        status=Submission.Status.RUNNING, lease_expires_at__lt=now
-    )
     with transaction.atomic():
-        stopped = Submission.objects.filter(stoppable, pk=submission.pk).update(
+        stopped = leases.stop_if_poison(
+            submission,
+            max_attempts=settings.SUBMISSION_MAX_ATTEMPTS,
             status=Submission.Status.FINISHED,
             verdict=Evaluation.Verdict.RUNNER_CRASH,
             finished_at=now,
-            lease_expires_at=None,
         )
         if not stopped:
             return False
@@ -86,7 +82,6 @@ def _stop_if_poison(submission: Submission) -> bool:
                 "source_hash": submission.source_hash,
             },
         )
-        submission.refresh_from_db()
         _publish_status(submission)
     return True
 
@@ -124,26 +119,6 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
     }
 
 
-class _LeaseKeeper(threading.Thread):
-    """Extends the claim (of a submission or a re-verification) while the child runs, so only a
-    dead runner's claim expires."""
-
-    def __init__(self, holder: Submission | Reverification, runner_name: str) -> None:
-        super().__init__(daemon=True)
-        self.holder = holder
-        self.runner_name = runner_name
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(max(settings.RUNNER_LEASE_SECONDS / 6, 0.5)):
-            try:
-                self.holder.extend_lease(
-                    runner_name=self.runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS
-                )
-            except Exception:  # a briefly locked database; the next beat tries again
-                log.exception("could not extend the lease of %s", self.holder)
-
-
 def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
     last_saved = 0.0
 
@@ -164,16 +139,15 @@ def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
 def _run_job(
     job: dict, *, lease: Submission | Reverification, runner_name: str, on_event=None
 ) -> dict:
-    keeper = _LeaseKeeper(lease, runner_name)
-    keeper.start()
     started = time.monotonic()
     try:
-        result = sandbox.run_job(job, on_event=on_event)
+        with leases.kept(
+            [lease], runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS
+        ):
+            result = sandbox.run_job(job, on_event=on_event)
     except Exception as error:  # the harness itself failed: say so, never lose the submission
         log.exception("harness failed on %s", lease)
         result = {"verdict": "harness_error", "correct": False, "error": str(error)}
-    finally:
-        keeper.stopped.set()
     result.setdefault("seeds", {"seed": job["seed"]})
     result.setdefault("phases", {})["wall"] = time.monotonic() - started
     return result
@@ -242,13 +216,12 @@ def _store_result(submission: Submission, result: dict, *, runner_name: str) -> 
             evaluation = Evaluation.objects.create(
                 **fields, attempt=submission.attempts, started_at=submission.started_at
             )
-            finished = Submission.objects.filter(
-                pk=submission.pk, status=Submission.Status.RUNNING, claimed_by=runner_name
-            ).update(
+            finished = leases.finish(
+                submission,
+                runner_name=runner_name,
                 status=Submission.Status.FINISHED,
                 verdict=verdict,
                 finished_at=timezone.now(),
-                lease_expires_at=None,
                 progress={"phase": "done"},
             )
             if not finished:
@@ -417,22 +390,12 @@ def requeue_abandoned(*, hardware_slug: str) -> int:
 
     The broker may redeliver the original task as well; the claim lets only one through.
     """
-    now = timezone.now()
-    abandoned = list(
-        Submission.objects.filter(
-            hardware__slug=hardware_slug,
-            status=Submission.Status.RUNNING,
-            lease_expires_at__lt=now,
-        ).values_list("pk", flat=True)
+    requeued = leases.requeue_abandoned(
+        Submission.objects.filter(hardware__slug=hardware_slug), progress={"phase": "requeued"}
     )
-    requeued = 0
-    for pk in abandoned:
-        if Submission.objects.filter(
-            pk=pk, status=Submission.Status.RUNNING, lease_expires_at__lt=now
-        ).update(status=Submission.Status.QUEUED, claimed_by="", progress={"phase": "requeued"}):
-            async_task("gpu_runner.tasks.evaluate", pk, cluster=hardware_slug)
-            requeued += 1
-    return requeued + _requeue_lost_tasks(hardware_slug=hardware_slug)
+    for pk in requeued:
+        async_task("gpu_runner.tasks.evaluate", pk, cluster=hardware_slug)
+    return len(requeued) + _requeue_lost_tasks(hardware_slug=hardware_slug)
 
 
 def _requeue_lost_tasks(*, hardware_slug: str) -> int:

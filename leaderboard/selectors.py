@@ -8,32 +8,20 @@ from collections import defaultdict
 
 from django.db.models import Count, Sum
 
+from evaluation import metrics, scoring
 from evaluation.models import Evaluation, Hardware
-from leaderboard import metrics
 from leaderboard.models import BestEntry, Record
-from leaderboard.services import (
-    _compiled,
-    _ranks,
-    latest_evaluations,
-    participant_fields,
-    record_row,
-)
+from leaderboard.services import participant_fields, record_row
 from problems.models import Problem
 from submissions.models import Model
+from submissions.runs import run_first_outcomes, run_problems, run_samples
 from submissions.selectors import can_see_details, shown_error
 
-BASELINES = ("eager", "compile")
+BASELINES = scoring.BASELINES
 
 
 def p_label(p: float) -> str:
     return f"{p:g}"
-
-
-def _speedup(row: dict, baseline: str) -> float | None:
-    if baseline == "compile":
-        return row["speedup_compile"]
-    # Eager: the side-by-side measurement of the same evaluation, else the stored baseline.
-    return row["speedup"] if row["speedup"] is not None else row["speedup_eager"]
 
 
 def level_problems(*, levels: set[int] | None = None) -> dict[int, list[int]]:
@@ -94,13 +82,11 @@ def models_table(
         lvl = level_of.get(problem_id)
         if lvl is None:  # retired, draft, or another level
             continue
+        # A best entry holds an evaluation only while one of the participant's results is on the
+        # board (scoring.on_board): that is what correct means in this table.
         correct = evaluation_id is not None
-        if not correct:
-            chosen = None
-        elif baseline == "compile":
-            chosen = compile_
-        else:
-            chosen = speedup if speedup is not None else eager
+        row = {"speedup": speedup, "speedup_eager": eager, "speedup_compile": compile_}
+        chosen = scoring.speedup(row, baseline) if correct else None
         outcomes[(m_id, hw_id, lvl)][problem_id] = metrics.Outcome(compiled, correct, chosen)
     if not outcomes:
         return []
@@ -140,43 +126,10 @@ def model_speedups(
     if model_id is not None:
         entries = entries.filter(model_id=model_id)
     values = entries.values("speedup", "speedup_eager", "speedup_compile")
-    return [s for s in (_speedup(v, baseline) for v in values) if s is not None]
+    return [s for s in (scoring.speedup(v, baseline) for v in values) if s is not None]
 
 
 # ---- runs -------------------------------------------------------------------------------------
-
-
-def _eval_rank_key(e: dict) -> tuple:
-    speedup = e["speedup"] if e["speedup"] is not None else e["speedup_eager"]
-    return (_ranks(e), _compiled(e), speedup or 0.0)
-
-
-def run_samples(run) -> dict[tuple[int, int], dict | None]:
-    """Per (problem, sample index): the best latest evaluation among that sample's submissions
-    (a sample refined over several turns has several); None while none is evaluated."""
-    samples: dict[tuple[int, int], dict | None] = {}
-    for problem_id, index in run.submissions.order_by().values_list("problem_id", "sample_index"):
-        samples.setdefault((problem_id, index), None)
-    index_of = dict(run.submissions.order_by().values_list("pk", "sample_index"))
-    for e in latest_evaluations(submission_ids=index_of, hardware_id=run.hardware_id):
-        key = (e["submission__problem_id"], index_of[e["submission_id"]])
-        current = samples.get(key)
-        if current is None or _eval_rank_key(e) > _eval_rank_key(current):
-            samples[key] = e
-    return samples
-
-
-def run_problems(run) -> dict[int, list[int]]:
-    """The run's problems per level; a run without a list counts every published problem of
-    the levels it submitted to."""
-    chosen = list(run.problems.order_by("level", "number").values_list("pk", "level"))
-    if chosen:
-        by_level: dict[int, list[int]] = defaultdict(list)
-        for pk, level in chosen:
-            by_level[level].append(pk)
-        return dict(by_level)
-    levels = set(run.submissions.values_list("problem__level", flat=True).distinct())
-    return level_problems(levels=levels)
 
 
 def run_summary(run, *, baseline: str = "eager") -> list[dict]:
@@ -187,18 +140,11 @@ def run_summary(run, *, baseline: str = "eager") -> list[dict]:
     samples = run_samples(run)
     planned = max([run.samples_per_problem] + [index + 1 for _, index in samples])
     counts: dict[int, tuple[int, int]] = {}
-    first: dict[int, metrics.Outcome] = {}
-    for (problem_id, index), e in samples.items():
-        if e is None:
-            continue
-        n, c = counts.get(problem_id, (0, 0))
-        counts[problem_id] = (n + 1, c + int(_ranks(e)))
-        if index == 0:
-            first[problem_id] = metrics.Outcome(
-                compiled=_compiled(e),
-                correct=_ranks(e),
-                speedup=_speedup(e, baseline) if _ranks(e) else None,
-            )
+    for (problem_id, _), e in samples.items():
+        if e is not None:
+            n, c = counts.get(problem_id, (0, 0))
+            counts[problem_id] = (n + 1, c + int(scoring.on_board(e)))
+    first = run_first_outcomes(samples, baseline=baseline)
     rows = []
     for level, problems in sorted(run_problems(run).items()):
         summary = metrics.level_summary(first, problems=problems)
@@ -278,7 +224,7 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
         if problem.level != level:
             continue
         evaluation = evaluations[e["id"]]
-        correct = _ranks(e)
+        correct = scoring.on_board(e)
         stats = _kernelbench_stats(evaluation.candidate_stats, hardware) if correct else {}
         passed = sum(1 for t in evaluation.trials if isinstance(t, dict) and t.get("passed"))
         metadata = {
@@ -304,7 +250,7 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
         results.setdefault(str(problem.number), []).append(
             {
                 "sample_id": index,
-                "compiled": _compiled(e),
+                "compiled": scoring.compiled(e),
                 "correctness": correct,
                 "metadata": metadata,
                 # KernelBench reports the mean time in ms, and -1.0 when there is none.

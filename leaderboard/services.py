@@ -9,7 +9,6 @@ rest of the site.
 """
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -17,50 +16,17 @@ from django.db.models import Min, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from evaluation import scoring
 from evaluation.models import Evaluation
 from kbsite.live import board_group, publish
 from leaderboard.models import BestEntry, Record
 from problems.models import Problem
 from submissions.models import Submission
+from submissions.selectors import latest_evaluations
 
 log = logging.getLogger(__name__)
 
 LEADERBOARD_GROUP = "leaderboard"
-
-# Verdicts reached only after the kernel built and ran at least once.
-RAN_VERDICTS = {
-    Evaluation.Verdict.CORRECT,
-    Evaluation.Verdict.INCORRECT,
-    Evaluation.Verdict.RUNTIME_ERROR,
-    Evaluation.Verdict.TIMEOUT,
-    Evaluation.Verdict.OUT_OF_MEMORY,
-}
-
-EVALUATION_FIELDS = (
-    "id",
-    "submission_id",
-    "hardware_id",
-    "verdict",
-    "correct",
-    "flags",
-    "trials",
-    "candidate_median_ms",
-    "reference_median_ms",
-    "speedup",
-    "speedup_eager",
-    "speedup_compile",
-    "finished_at",
-    "submission__backend",
-    "submission__precision",
-    "submission__user_id",
-    "submission__model_id",
-    "submission__problem_id",
-    "submission__reverification",
-)
-
-# Submissions in these re-verification states stay off the boards.
-HELD = {Submission.ReverificationState.PENDING, Submission.ReverificationState.FAILED}
-
 
 def participant_key(*, user_id: int | None, model_id: int | None) -> str:
     """The same key as Submission.participant, from ids alone."""
@@ -73,54 +39,21 @@ def participant_label(submission) -> str:
     return submission.user.username if submission.user_id else "anonymous"
 
 
-def _ranks(evaluation: dict) -> bool:
-    return (
-        bool(evaluation["correct"])
-        and not evaluation["flags"]
-        and evaluation["candidate_median_ms"] is not None
-    )
-
-
-def _on_board(evaluation: dict) -> bool:
-    """Ranks, and its submission is not held for (or failed) re-verification."""
-    return _ranks(evaluation) and evaluation["submission__reverification"] not in HELD
-
-
-def _pending(evaluation: dict) -> bool:
-    pending = Submission.ReverificationState.PENDING
-    return _ranks(evaluation) and evaluation["submission__reverification"] == pending
-
-
-def _compiled(evaluation: dict) -> bool:
-    # A rejection after trials ran (an exploit caught at run time) still compiled.
-    return evaluation["verdict"] in RAN_VERDICTS or bool(evaluation["trials"])
-
-
-def _latest_per_submission(evaluations: Iterable[dict]) -> list[dict]:
-    """Evaluations must come ordered by submission, newest first within each."""
-    latest: dict[int, dict] = {}
-    for evaluation in evaluations:
-        latest.setdefault(evaluation["submission_id"], evaluation)
-    return list(latest.values())
-
-
 def _fastest(evaluations: list[dict]) -> dict | None:
     timed = [e for e in evaluations if e["candidate_median_ms"] is not None]
     pool = timed or evaluations
     if not pool:
         return None
-    # Fastest first; a tie goes to whoever got there first.
     return min(
-        pool,
-        key=lambda e: (e["candidate_median_ms"] or 0.0, e["finished_at"], e["id"]),
+        pool, key=lambda e: scoring.board_order(e["candidate_median_ms"], e["finished_at"], e["id"])
     )
 
 
 def _entry_fields(latest: list[dict]) -> dict:
     """What a BestEntry holds, from the latest evaluation of each of a participant's submissions."""
-    best = _fastest([e for e in latest if _on_board(e)])
+    best = _fastest([e for e in latest if scoring.on_board(e)])
     flagged = _fastest([e for e in latest if e["flags"]])
-    pending = _fastest([e for e in latest if _pending(e)])
+    pending = _fastest([e for e in latest if scoring.pending(e)])
     fields = {
         "evaluation_id": None,
         "submission_id": None,
@@ -137,7 +70,7 @@ def _entry_fields(latest: list[dict]) -> dict:
         "flagged_ms": None,
         "flagged_at": None,
         "pending_evaluation_id": pending["id"] if pending else None,
-        "compiled": any(_compiled(e) for e in latest),
+        "compiled": any(scoring.compiled(e) for e in latest),
         "evaluated": len(latest),
     }
     if best is not None:
@@ -173,20 +106,6 @@ def _participant_filter(participant: str) -> Q:
     return Q(model__isnull=True, user_id=int(ident))
 
 
-def latest_evaluations(*, submission_ids: Iterable[int], hardware_id: int) -> list[dict]:
-    """The latest evaluation on this hardware of each submission named.
-
-    Ids first, then their evaluations, and the hardware checked here: given a hardware filter,
-    SQLite's planner walks every evaluation of that hardware instead of these few.
-    """
-    evaluations = (
-        Evaluation.objects.filter(submission_id__in=list(submission_ids))
-        .order_by("submission_id", "-finished_at", "-id")
-        .values(*EVALUATION_FIELDS)
-    )
-    return _latest_per_submission(e for e in evaluations if e["hardware_id"] == hardware_id)
-
-
 @dataclass
 class EntryChange:
     entry: BestEntry | None
@@ -202,7 +121,7 @@ def _board_best_ms(problem_id: int, hardware_id: int) -> float | None:
 
 def would_set_record(evaluation: Evaluation) -> bool:
     """Whether this evaluation would beat the best ranked time on its board (or be the first)."""
-    if not evaluation.ranks or evaluation.candidate_median_ms is None:
+    if not evaluation.ranks:
         return False
     best = _board_best_ms(evaluation.submission.problem_id, evaluation.hardware_id)
     return best is None or evaluation.candidate_median_ms < best
@@ -224,7 +143,7 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
     best_before = _board_best_ms(problem_id, hardware_id)
 
     # Records set by kernels that no longer rank (flagged on re-verification) are withdrawn.
-    not_ranking = [e["submission_id"] for e in latest if not _on_board(e)]
+    not_ranking = [e["submission_id"] for e in latest if not scoring.on_board(e)]
     if not_ranking:
         Record.objects.filter(**board, submission_id__in=not_ranking).delete()
 
@@ -270,6 +189,10 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
     return EntryChange(entry=entry, changed=changed, record=record)
 
 
+def _entry_order(entry: BestEntry) -> tuple:
+    return scoring.board_order(entry.candidate_median_ms, entry.achieved_at, entry.evaluation_id)
+
+
 def board_rerank(*, problem_id: int, hardware_id: int) -> None:
     """Number a board's ranked entries 1..n by median time; unranked entries get no rank."""
     entries = list(
@@ -277,10 +200,7 @@ def board_rerank(*, problem_id: int, hardware_id: int) -> None:
             "id", "rank", "evaluation_id", "candidate_median_ms", "achieved_at"
         )
     )
-    ranked = sorted(
-        (e for e in entries if e.evaluation_id is not None),
-        key=lambda e: (e.candidate_median_ms, e.achieved_at, e.id),
-    )
+    ranked = sorted((e for e in entries if e.evaluation_id is not None), key=_entry_order)
     new_rank = {e.id: i for i, e in enumerate(ranked, start=1)}
     stale = []
     for entry in entries:
@@ -535,7 +455,7 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
         entries_q = entries_q.filter(problem=problem)
         records_q = records_q.filter(problem=problem)
         evaluations = evaluations.filter(submission__problem=problem)
-    rows = evaluations.order_by("submission_id", "-finished_at", "-id").values(*EVALUATION_FIELDS)
+    rows = evaluations.order_by("submission_id", "-finished_at", "-id").values(*scoring.ROW_FIELDS)
 
     # Latest evaluation per (submission, hardware), grouped by board and participant.
     groups: dict[tuple[int, int, str], list[dict]] = {}
@@ -565,17 +485,14 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
             )
         )
         ranking_by_board.setdefault((problem_id, hardware_id), []).extend(
-            e for e in latest if _on_board(e)
+            e for e in latest if scoring.on_board(e)
         )
 
     by_board: dict[tuple[int, int], list[BestEntry]] = {}
     for entry in entries:
         by_board.setdefault((entry.problem_id, entry.hardware_id), []).append(entry)
     for board_entries in by_board.values():
-        ranked = sorted(
-            (e for e in board_entries if e.evaluation_id is not None),
-            key=lambda e: (e.candidate_median_ms, e.achieved_at),
-        )
+        ranked = sorted((e for e in board_entries if e.evaluation_id is not None), key=_entry_order)
         for i, entry in enumerate(ranked, start=1):
             entry.rank = i
 

@@ -5,8 +5,9 @@ from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
+from evaluation import metrics
 from evaluation.models import Hardware
-from leaderboard import metrics, selectors, svg
+from leaderboard import selectors, svg
 from leaderboard.exports import COLUMNS, export_response, json_download
 from leaderboard.forms import TableFilterForm
 from leaderboard.models import Record

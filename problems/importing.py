@@ -1,7 +1,7 @@
 """Reading KernelBench problems from disk as text: a problem folder or the dataset's files.
 
 Nothing here runs a problem: a reference is checked with `ast` only. Reference code runs on
-runners, like kernels (flow 4 of DESIGN.md).
+runners, in the sandbox, like kernels (gpu_runner/curation.py).
 """
 
 import ast

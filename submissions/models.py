@@ -7,6 +7,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from evaluation import leases
 from evaluation.models import Runner
 
 
@@ -174,11 +175,13 @@ class Submission(models.Model):
 
         A conditional UPDATE so exactly one worker wins, however many receive the task.
         """
-        return _claim(self, runner_name=runner_name, lease_seconds=lease_seconds,
-                      progress={"phase": "claimed"})
+        return leases.claim(
+            self, runner_name=runner_name, lease_seconds=lease_seconds,
+            progress={"phase": "claimed"},
+        )
 
     def extend_lease(self, *, runner_name: str, lease_seconds: int) -> None:
-        _extend_lease(self, runner_name=runner_name, lease_seconds=lease_seconds)
+        leases.extend(self, runner_name=runner_name, lease_seconds=lease_seconds)
 
     def hold_for_reverification(self) -> None:
         """Off the boards until its re-verification passes (a result that would set a record)."""
@@ -296,7 +299,7 @@ class Reverification(models.Model):
         """
         if not self.may_run_on(runner_name):
             return False
-        return _claim(self, runner_name=runner_name, lease_seconds=lease_seconds)
+        return leases.claim(self, runner_name=runner_name, lease_seconds=lease_seconds)
 
     def hand_back(self, *, runner_name: str) -> bool:
         """The runner to avoid got the task: leave it queued, with no task, for the sweep to
@@ -308,7 +311,7 @@ class Reverification(models.Model):
         )
 
     def extend_lease(self, *, runner_name: str, lease_seconds: int) -> None:
-        _extend_lease(self, runner_name=runner_name, lease_seconds=lease_seconds)
+        leases.extend(self, runner_name=runner_name, lease_seconds=lease_seconds)
 
     @staticmethod
     def speed_of(evaluation) -> tuple[str, float | None]:
@@ -338,12 +341,11 @@ class Reverification(models.Model):
         Only while this runner still holds the claim (False otherwise: another runner took
         over a lapsed lease, and its result stands).
         """
-        held = models.Q(status=self.Status.RUNNING, claimed_by=runner_name)
-        return self._close(held, evaluation)
+        return self._close(leases.held_by(Reverification, runner_name), evaluation)
 
     def stop(self, *, evaluation) -> bool:
         """Fail it with `evaluation` (a runner_crash) when no live runner holds it."""
-        return self._close(_claimable(timezone.now()), evaluation)
+        return self._close(leases.claimable(), evaluation)
 
     def _close(self, condition: models.Q, evaluation) -> bool:
         status, message = self._outcome(evaluation)
@@ -381,38 +383,6 @@ class Reverification(models.Model):
         message = f"The second evaluation, on fresh inputs, ended {evaluation.verdict}."
         first_line = (evaluation.error.strip().splitlines() or [""])[0][:300]
         return self.Status.FAILED, f"{message} {first_line}".strip()
-
-
-# ---- leases: a Submission's evaluation and a Reverification are claimed the same way ----------
-
-
-def _claimable(now) -> models.Q:
-    """Queued, or running on a lease that ran out (its runner died)."""
-    return models.Q(status="queued") | models.Q(status="running", lease_expires_at__lt=now)
-
-
-def _claim(row: "Submission | Reverification", *, runner_name: str, lease_seconds: int,
-           **also) -> bool:
-    """Claimable -> running by `runner_name`, by a conditional UPDATE: one runner wins."""
-    now = timezone.now()
-    won = type(row).objects.filter(_claimable(now), pk=row.pk).update(
-        status="running",
-        claimed_by=runner_name,
-        attempts=models.F("attempts") + 1,
-        started_at=now,
-        lease_expires_at=now + timedelta(seconds=lease_seconds),
-        **also,
-    ) == 1
-    if won:
-        row.refresh_from_db()
-    return won
-
-
-def _extend_lease(row: "Submission | Reverification", *, runner_name: str,
-                  lease_seconds: int) -> None:
-    type(row).objects.filter(pk=row.pk, status="running", claimed_by=runner_name).update(
-        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds)
-    )
 
 
 class ApiToken(models.Model):

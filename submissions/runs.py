@@ -1,4 +1,4 @@
-"""Model runs (flow 5): a model generating kernels over problems; every sample is a submission.
+"""Model runs: a model generating kernels over problems; every sample is a submission.
 
 A run is a grid of steps, one Generation row per (problem, sample, turn). Steps are created and
 queued on the "generation" django-q2 cluster as they become ready, so a stopped run resumes
@@ -29,9 +29,11 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from evaluation import metrics, scoring
 from evaluation.models import Evaluation, Hardware
 from problems.models import Problem, Tag
 from submissions.models import Generation, Model, Run, Submission
+from submissions.selectors import latest_evaluations
 from submissions.services import (
     PRECISIONS,
     SubmissionError,
@@ -505,12 +507,16 @@ def _store_answer(generation: Generation, answer: llm.Answer) -> None:
 
 
 def run_progress(run: Run) -> dict:
-    """Counts for the run page: steps generated, submissions evaluated, correct."""
+    """Counts for the run page: steps generated, submissions evaluated, and correct (their
+    result on the board: scoring.on_board, as every table counts it)."""
     steps = dict(run.generations.values_list("status").annotate(n=Count("id")))
     submissions = run.submissions.aggregate(
         total=Count("id"),
         evaluated=Count("id", filter=Q(status=Submission.Status.FINISHED)),
-        correct=Count("id", filter=Q(verdict=Evaluation.Verdict.CORRECT)),
+    )
+    results = latest_evaluations(
+        submission_ids=run.submissions.order_by().values_list("pk", flat=True),
+        hardware_id=run.hardware_id,
     )
     problems = run.problems.count()
     return {
@@ -524,47 +530,58 @@ def run_progress(run: Run) -> dict:
         "failed": steps.get(Generation.Status.FAILED, 0),
         "submissions": submissions["total"],
         "evaluated": submissions["evaluated"],
-        "correct": submissions["correct"],
+        "correct": sum(1 for e in results if scoring.on_board(e)),
         "prompt_tokens": run.prompt_tokens,
         "completion_tokens": run.completion_tokens,
         "cost_usd": run.cost_usd,
     }
 
 
-def _speedup(evaluation: Evaluation) -> float | None:
-    # The side-by-side measurement of the same evaluation, else the stored eager baseline:
-    # the leaderboard's reading of "faster than the baseline".
-    return evaluation.speedup if evaluation.speedup is not None else evaluation.speedup_eager
+def run_samples(run: Run) -> dict[tuple[int, int], dict | None]:
+    """Per (problem, sample index): the sample's result, the best of its submissions' results
+    (a sample refined over several turns has several; scoring.best_of_key picks); None while
+    none is evaluated. A result is a submission's latest evaluation on the run's hardware."""
+    samples: dict[tuple[int, int], dict | None] = {}
+    for problem_id, index in run.submissions.order_by().values_list("problem_id", "sample_index"):
+        samples.setdefault((problem_id, index), None)
+    index_of = dict(run.submissions.order_by().values_list("pk", "sample_index"))
+    for e in latest_evaluations(submission_ids=index_of, hardware_id=run.hardware_id):
+        key = (e["submission__problem_id"], index_of[e["submission_id"]])
+        current = samples.get(key)
+        if current is None or scoring.best_of_key(e) > scoring.best_of_key(current):
+            samples[key] = e
+    return samples
 
 
-def _rank_key(evaluation: Evaluation) -> tuple:
-    return (
-        evaluation.ranks,
-        evaluation.verdict != Evaluation.Verdict.COMPILE_ERROR,
-        _speedup(evaluation) or 0.0,
-    )
+def run_problems(run: Run) -> dict[int, list[int]]:
+    """The run's problems per level: the denominators of its rates. A run without a list
+    counts every published problem of the levels it submitted to."""
+    chosen = list(run.problems.order_by("level", "number").values_list("pk", "level"))
+    by_level: dict[int, list[int]] = defaultdict(list)
+    if chosen:
+        for pk, level in chosen:
+            by_level[level].append(pk)
+        return dict(by_level)
+    levels = set(run.submissions.values_list("problem__level", flat=True).distinct())
+    published = Problem.objects.filter(status=Problem.Status.PUBLISHED, level__in=levels)
+    for pk, level in published.order_by("level", "number").values_list("pk", "level"):
+        by_level[level].append(pk)
+    return dict(by_level)
 
 
-def run_outcomes(run: Run) -> dict[int, Evaluation]:
-    """Per problem: the best evaluation of sample 0 over its turns (KernelBench scores a run
-    by its first sample; refinement keeps the best turn)."""
-    best: dict[int, Evaluation] = {}
-    seen: set[int] = set()
-    evaluations = Evaluation.objects.filter(
-        submission__run=run,
-        submission__sample_index=0,
-        hardware_id=run.hardware_id,
-        purpose=Evaluation.Purpose.SUBMISSION,
-    ).select_related("submission")
-    for evaluation in evaluations.order_by("submission_id", "-finished_at", "-id"):
-        if evaluation.submission_id in seen:
-            continue  # an older evaluation of a submission evaluated again
-        seen.add(evaluation.submission_id)
-        problem_id = evaluation.submission.problem_id
-        current = best.get(problem_id)
-        if current is None or _rank_key(evaluation) > _rank_key(current):
-            best[problem_id] = evaluation
-    return best
+def run_first_outcomes(
+    samples: dict[tuple[int, int], dict | None], *, baseline: str = "eager"
+) -> dict[int, metrics.Outcome]:
+    """Per problem, sample 0's outcome: KernelBench scores a run by its first sample."""
+    return {
+        problem_id: metrics.Outcome(
+            compiled=scoring.compiled(e),
+            correct=scoring.on_board(e),
+            speedup=scoring.counted_speedup(e, baseline),
+        )
+        for (problem_id, index), e in samples.items()
+        if index == 0 and e is not None
+    }
 
 
 @dataclass
@@ -577,23 +594,12 @@ class FastPRow:
 
 
 def run_fast_p(run: Run) -> list[FastPRow]:
-    """fast_p per level over the run's problems (every one in the denominator)."""
-    from leaderboard import metrics  # pure functions, the one definition of fast_p
-
-    outcomes = {
-        problem_id: metrics.Outcome(
-            compiled=evaluation.verdict != Evaluation.Verdict.COMPILE_ERROR,
-            correct=evaluation.ranks,
-            speedup=_speedup(evaluation),
-        )
-        for problem_id, evaluation in run_outcomes(run).items()
-    }
-    by_level: dict[int, list[int]] = defaultdict(list)
-    for pk, level in run.problems.order_by("level", "number").values_list("pk", "level"):
-        by_level[level].append(pk)
+    """fast_p per level over the run's problems (every one in the denominator), over the eager
+    baseline: the same figures as the leaderboard's run table."""
+    first = run_first_outcomes(run_samples(run))
     rows = []
-    for level, problem_ids in sorted(by_level.items()):
-        summary = metrics.level_summary(outcomes, problems=problem_ids)
+    for level, problem_ids in sorted(run_problems(run).items()):
+        summary = metrics.level_summary(first, problems=problem_ids)
         rows.append(
             FastPRow(
                 level=level,
@@ -612,13 +618,13 @@ def fast_p_label(p: float) -> str:
 
 def run_status_payload(run: Run) -> dict:
     """Everything the run page shows, as JSON: the page polls it for live progress."""
-    evaluations: dict[int, dict] = {}
-    for row in (
-        Evaluation.objects.filter(submission__run=run, purpose=Evaluation.Purpose.SUBMISSION)
-        .order_by("submission_id", "-finished_at", "-id")
-        .values("submission_id", "verdict", "speedup", "speedup_eager")
-    ):
-        evaluations.setdefault(row["submission_id"], row)
+    evaluations = {
+        e["submission_id"]: e
+        for e in latest_evaluations(
+            submission_ids=run.submissions.order_by().values_list("pk", flat=True),
+            hardware_id=run.hardware_id,
+        )
+    }
     steps: dict[int, list[dict]] = defaultdict(list)
     for g in run.generations.select_related("submission").order_by("sample_index", "turn"):
         submission = g.submission
@@ -633,11 +639,8 @@ def run_status_payload(run: Run) -> dict:
                 "submission_url": submission.get_absolute_url() if submission else None,
                 "submission_status": submission.status if submission else None,
                 "verdict": (submission.verdict or None) if submission else None,
-                "speedup": (
-                    evaluation["speedup"]
-                    if evaluation and evaluation["speedup"] is not None
-                    else (evaluation or {}).get("speedup_eager")
-                ),
+                "counted": scoring.on_board(evaluation) if evaluation else None,
+                "speedup": scoring.speedup(evaluation) if evaluation else None,
             }
         )
     problems = [

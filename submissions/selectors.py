@@ -1,8 +1,11 @@
 """Read-side helpers shared by pages, the API and live events."""
 
+from collections.abc import Iterable
+
 from django.conf import settings
 from django.db.models import Count, Q
 
+from evaluation import scoring
 from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Evaluation, Hardware, Runner
 from submissions.models import Submission
@@ -17,6 +20,25 @@ def display_log(text: str | None) -> str:
     LOG_DISPLAY_MAX_CHARS with a marker. Escaping for HTML is the template's job."""
     limit = int(getattr(settings, "LOG_DISPLAY_MAX_CHARS", DEFAULT_LOG_DISPLAY_CHARS))
     return truncate(clean_text(text or ""), limit)
+
+
+def latest_evaluations(*, submission_ids: Iterable[int], hardware_id: int) -> list[dict]:
+    """Each named submission's result on this hardware: its latest evaluation there, whatever
+    its purpose (a re-verification replaces the first evaluation), as a scoring row.
+
+    Ids first, then their evaluations, and the hardware checked here: given a hardware filter,
+    SQLite's planner walks every evaluation of that hardware instead of these few.
+    """
+    evaluations = (
+        Evaluation.objects.filter(submission_id__in=list(submission_ids))
+        .order_by("submission_id", "-finished_at", "-id")
+        .values(*scoring.ROW_FIELDS)
+    )
+    latest: dict[int, dict] = {}
+    for evaluation in evaluations:
+        if evaluation["hardware_id"] == hardware_id:
+            latest.setdefault(evaluation["submission_id"], evaluation)
+    return list(latest.values())
 
 
 # ---- who sees an evaluation's details ------------------------------------------------------------

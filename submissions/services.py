@@ -11,6 +11,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from evaluation import leases
 from evaluation.models import Evaluation, Hardware
 from kbsite.live import publish, submission_group
 from problems.models import Problem, source_hash
@@ -532,8 +533,7 @@ def reverifications_requeue(*, hardware_slug: str, limit: int = 100) -> int:
     claim lets one in), and those whose runner stopped renewing its lease."""
     now = timezone.now()
     mine = Reverification.objects.filter(submission__hardware__slug=hardware_slug)
-    abandoned = mine.filter(status=Reverification.Status.RUNNING, lease_expires_at__lt=now)
-    abandoned.update(status=Reverification.Status.QUEUED, claimed_by="", enqueued_at=None)
+    leases.requeue_abandoned(mine, enqueued_at=None)
     waited = now - timedelta(seconds=settings.Q_RETRY)
     mine.filter(status=Reverification.Status.QUEUED, enqueued_at__lt=waited).update(
         enqueued_at=None

@@ -6,6 +6,15 @@ environment says otherwise. Processes the tests start inherit it. Tests of the s
 themselves (tests/test_settings_env.py) start processes with an environment of their own.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("DEBUG", "1")
+
+# Each test run builds into a cache of its own: an entry kept from an earlier run (same owner
+# key, same source) would hand that run's build folder to this one's first evaluation.
+if "BUILD_CACHE_DIR" not in os.environ:
+    os.environ["BUILD_CACHE_DIR"] = tempfile.mkdtemp(prefix="kbsite-test-build-")
+    atexit.register(shutil.rmtree, os.environ["BUILD_CACHE_DIR"], ignore_errors=True)

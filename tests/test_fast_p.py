@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from leaderboard.metrics import (
+from evaluation.metrics import (
     Outcome,
     fast_p,
     geometric_mean,

@@ -70,7 +70,7 @@ def test_a_problem_page_shows_reference_baselines_validation_and_top_results(
     validation = Validation.objects.create(
         problem_version=problem.current_version, hardware=cpu_hardware
     )
-    validation.claim(runner_name="r")
+    validation.claim(runner_name="r", lease_seconds=60)
     validation.finish(
         findings=[{"code": "input_ignored", "message": "Changing input 1 alone leaves the "
                    "output unchanged within the tolerance."}],

@@ -91,7 +91,7 @@ def test_a_validation_that_ends_without_a_result_blocks_publishing(db, cpu_hardw
         level=1, number=77, name="Hangs", source=(PROBLEMS / "sound.py").read_text()
     ).problem
     validation = validation_request(problem=problem, hardware=cpu_hardware, enqueue=False)
-    validation.claim(runner_name="test")
+    validation.claim(runner_name="test", lease_seconds=60)
 
     validation_store(
         validation, {"verdict": "timeout", "error": "time limit"}, seed=1, time_limit_s=30

@@ -1,15 +1,20 @@
 """Nothing is lost: runners killed with SIGKILL, and submissions that keep killing them."""
 
 import signal
+from pathlib import Path
 
 import pytest
 
-from evaluation.models import Evaluation
+from evaluation.models import Evaluation, Validation
+from problems.curation import validation_request
+from problems.services import problem_upsert
 from submissions.models import Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source, stop_process, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+PROBLEMS = Path(__file__).resolve().parent / "problems"
 
 # Short leases so a dead runner's claim lapses in seconds rather than a minute.
 FAST_RECOVERY = {"RUNNER_LEASE_SECONDS": "3"}
@@ -56,8 +61,7 @@ def test_a_submission_that_keeps_killing_runners_is_stopped_while_the_queue_drai
 ):
     poison = submit(user, relu_problem, cpu_hardware, slow_kernel(60))
     behind = [
-        submit(user, relu_problem, cpu_hardware, kernel_source("relu_correct.py"))
-        for _ in range(3)
+        submit(user, relu_problem, cpu_hardware, kernel_source("relu_correct.py")) for _ in range(3)
     ]
     for attempt in range(1, settings.SUBMISSION_MAX_ATTEMPTS + 1):
         runner = start_runner(**FAST_RECOVERY)
@@ -81,3 +85,28 @@ def test_a_submission_that_keeps_killing_runners_is_stopped_while_the_queue_drai
         submission.refresh_from_db()
         assert submission.verdict == "correct"
         assert submission.evaluations.count() == 1
+
+
+def test_a_validation_whose_runner_was_killed_is_finished_by_the_next_runner(
+    cpu_hardware, start_runner
+):
+    # A reference that takes a few seconds to import: long enough to kill its runner mid-way.
+    source = "import time\n\ntime.sleep(6)\n" + (PROBLEMS / "sound.py").read_text()
+    problem = problem_upsert(level=1, number=83, name="Slow", source=source).problem
+    validation = validation_request(problem=problem, hardware=cpu_hardware)
+
+    def status() -> str:
+        return Validation.objects.get(pk=validation.pk).status
+
+    first = start_runner(**FAST_RECOVERY)
+    wait_for(lambda: status() == Validation.Status.RUNNING, timeout=120)
+    kill_runner(first)
+    assert status() == Validation.Status.RUNNING  # left behind, mid-validation
+
+    start_runner(**FAST_RECOVERY)
+    wait_for(
+        lambda: status() not in (Validation.Status.QUEUED, Validation.Status.RUNNING), timeout=180
+    )
+    validation.refresh_from_db()
+    assert validation.status == Validation.Status.PASSED, validation.findings
+    assert validation.attempts == 2 and validation.lease_expires_at is None

@@ -10,7 +10,7 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 # "compile" builds (and caches) the candidate only, e.g. ahead of its evaluation.
 MODES = ("evaluate", "compile")
 
-# DESIGN.md: fp32 1e-4 by default, fp16/bf16 1e-2 (used for both atol and rtol).
+# KernelBench's tolerances: fp32 1e-4 by default, fp16/bf16 1e-2 (used for both atol and rtol).
 DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 
 DEFAULT_TIMING: dict[str, Any] = {

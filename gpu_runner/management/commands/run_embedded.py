@@ -26,6 +26,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from evaluation.harness.process import die_with_parent_preexec
+from evaluation.models import Validation
 from evaluation.services import hardware_register
 from gpu_runner.detect import detect
 from problems.services import samples_load
@@ -54,9 +55,10 @@ def release_work_of(runner_name: str, *, queue: str) -> None:
     """Hand what a dead runner held to the next runner now, not after a lease or a retry.
 
     Its claims lapse at once (the next runner's heartbeat queues them again, through
-    requeue_abandoned and reverifications_requeue), and, on the ORM broker, the tasks its
-    cluster had taken, which the broker would hide for Q_RETRY seconds, are visible again. A
-    task that another runner of the queue holds may so run twice: the claim lets one in.
+    requeue_abandoned, reverifications_requeue and validations_requeue), and, on the ORM
+    broker, the tasks its cluster had taken, which the broker would hide for Q_RETRY seconds,
+    are visible again. A task that another runner of the queue holds may so run twice: the
+    claim lets one in.
     """
     now = timezone.now()
     held = Q(claimed_by=runner_name) | Q(claimed_by__startswith=f"{runner_name}:")
@@ -64,6 +66,10 @@ def release_work_of(runner_name: str, *, queue: str) -> None:
     Reverification.objects.filter(held, status=Reverification.Status.RUNNING).update(
         lease_expires_at=now
     )
+    Validation.objects.filter(
+        Q(runner_name=runner_name) | Q(runner_name__startswith=f"{runner_name}:"),
+        status=Validation.Status.RUNNING,
+    ).update(lease_expires_at=now)
     if not settings.REDIS_URL:
         OrmQ.objects.filter(key=queue, lock__gt=now).update(lock=now)
 

@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import hardware_register, runner_heartbeat
+from gpu_runner.curation import validations_requeue
 from gpu_runner.detect import detect
 from gpu_runner.services import requeue_abandoned
 from submissions.services import reverifications_requeue, submission_requeue_unqueued
@@ -106,6 +107,7 @@ class Command(BaseCommand):
                         self.stdout.write(f"requeued {requeued} abandoned submission(s)")
                     # Re-verifications handed back by the runner they avoid, or abandoned.
                     reverifications_requeue(hardware_slug=hardware.slug)
+                    validations_requeue(hardware_slug=hardware.slug)
                 except Exception as error:  # database briefly gone: keep serving, retry
                     self.stderr.write(f"heartbeat failed: {error}")
                 deadline = time.monotonic() + settings.RUNNER_HEARTBEAT_SECONDS

@@ -10,12 +10,12 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import Baseline, Hardware
+from gpu_runner.management.commands.validate_problems import shard
 from problems.baselines import (
     BaselineFileError,
     baselines_export_kernelbench,
     baselines_import_kernelbench,
 )
-from problems.management.commands.validate_problems import shard
 from problems.models import Problem
 
 
