@@ -5,6 +5,7 @@ from django.db import models
 from django.utils import timezone
 
 from evaluation import leases, scoring
+from evaluation.harness import verdicts
 
 
 class Hardware(models.Model):
@@ -113,17 +114,8 @@ class Baseline(models.Model):
 class Evaluation(models.Model):
     """One evaluation of a submission on a hardware: what the evaluator found, reproducibly."""
 
-    class Verdict(models.TextChoices):
-        CORRECT = "correct"
-        INCORRECT = "incorrect"
-        COMPILE_ERROR = "compile_error"
-        RUNTIME_ERROR = "runtime_error"
-        TIMEOUT = "timeout"
-        OUT_OF_MEMORY = "out_of_memory"
-        REJECTED = "rejected"
-        # The runner died evaluating it several times in a row: it is stopped, not retried.
-        RUNNER_CRASH = "runner_crash"
-        HARNESS_ERROR = "harness_error"
+    # One member per verdict of evaluation/harness/verdicts.py (CORRECT = "correct", ...).
+    Verdict = models.TextChoices("Verdict", [(name.upper(), name) for name in verdicts.VERDICTS])
 
     class Purpose(models.TextChoices):
         SUBMISSION = "submission"

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from evaluation.harness import verdicts
+
 Row = Mapping[str, Any]
 
 ROW_FIELDS = (
@@ -40,7 +42,7 @@ ROW_FIELDS = (
 )
 
 # Verdicts reached only after the kernel built and ran at least once.
-RAN_VERDICTS = frozenset({"correct", "incorrect", "runtime_error", "timeout", "out_of_memory"})
+RAN_VERDICTS = verdicts.RAN_VERDICTS
 
 # Re-verification states that keep a result off the boards and out of every count: waiting for
 # its second evaluation (a would-be record), or failed it.

@@ -18,6 +18,7 @@ from django_q.tasks import async_task
 
 from evaluation import leases
 from evaluation.harness import sandbox
+from evaluation.harness.types import Job, Result
 from evaluation.models import Baseline, Hardware, Validation
 from problems.baselines import baseline_record
 from problems.models import Problem
@@ -33,7 +34,7 @@ def device_for(hardware: Hardware) -> str:
     return "cpu" if hardware.kind == Hardware.Kind.CPU else "cuda"
 
 
-def validation_job(validation: Validation, *, seed: int) -> dict:
+def validation_job(validation: Validation, *, seed: int) -> Job:
     problem = validation.problem_version.problem
     return {
         "mode": "validate",
@@ -179,7 +180,7 @@ def _validate_batch(chunk: list[Validation]) -> set[int]:
 
 
 def validation_store(
-    validation: Validation, result: dict, *, seed: int, time_limit_s: float
+    validation: Validation, result: Result, *, seed: int, time_limit_s: float
 ) -> Validation:
     """Turn the harness's result into the Validation's findings, and move the problem on."""
     status = result.get("status")

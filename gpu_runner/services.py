@@ -19,6 +19,7 @@ from django_q.tasks import async_task
 from evaluation import leases
 from evaluation.harness import sandbox
 from evaluation.harness.errors import clean_text, truncate
+from evaluation.harness.types import Job, Result
 from evaluation.models import Baseline, Evaluation, Runner
 from kbsite.live import publish, submission_group
 from leaderboard.services import board_refresh_for, would_set_record
@@ -93,7 +94,7 @@ def _fresh_seed(avoid: set[int]) -> int:
     return seed
 
 
-def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) -> dict:
+def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) -> Job:
     problem = submission.problem
     hardware = submission.hardware
     device = "cpu" if hardware.kind == hardware.Kind.CPU else "cuda"
@@ -137,8 +138,8 @@ def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
 
 
 def _run_job(
-    job: dict, *, lease: Submission | Reverification, runner_name: str, on_event=None
-) -> dict:
+    job: Job, *, lease: Submission | Reverification, runner_name: str, on_event=None
+) -> Result:
     started = time.monotonic()
     try:
         with leases.kept(
@@ -169,7 +170,7 @@ def _baseline_speedup(submission: Submission, mode: str, candidate_ms: float | N
     return baseline.median_ms / candidate_ms if baseline else None
 
 
-def _evaluation_fields(submission: Submission, result: dict, *, runner_name: str) -> dict:
+def _evaluation_fields(submission: Submission, result: Result, *, runner_name: str) -> dict:
     """An Evaluation's fields from what the harness returned."""
     candidate = result.get("candidate") or {}
     reference = result.get("reference") or {}
@@ -208,7 +209,7 @@ def _evaluation_fields(submission: Submission, result: dict, *, runner_name: str
     }
 
 
-def _store_result(submission: Submission, result: dict, *, runner_name: str) -> Evaluation | None:
+def _store_result(submission: Submission, result: Result, *, runner_name: str) -> Evaluation | None:
     fields = _evaluation_fields(submission, result, runner_name=runner_name)
     verdict = fields["verdict"]
     try:

@@ -9,6 +9,7 @@ from collections import defaultdict
 from django.db.models import Count, Sum
 
 from evaluation import metrics, scoring
+from evaluation.harness import verdicts
 from evaluation.models import Evaluation, Hardware
 from leaderboard.models import BestEntry, Record
 from leaderboard.services import participant_fields, record_row
@@ -187,15 +188,6 @@ def _kernelbench_stats(stats: dict | None, hardware: Hardware) -> dict:
     }
 
 
-ERROR_KEYS = {
-    Evaluation.Verdict.COMPILE_ERROR: "compilation_error",
-    Evaluation.Verdict.RUNTIME_ERROR: "runtime_error",
-    Evaluation.Verdict.INCORRECT: "correctness_issue",
-    Evaluation.Verdict.TIMEOUT: "runtime_error",
-    Evaluation.Verdict.OUT_OF_MEMORY: "runtime_error",
-}
-
-
 def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
     """The run in KernelBench's eval_results.json layout: {problem number: [one entry per
     sample: sample_id, compiled, correctness, metadata, runtime, runtime_stats]}.
@@ -243,10 +235,9 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
             metadata["flags"] = list(evaluation.flags)
         # The error text for the submitter and staff; others get the verdict's generic one.
         error = shown_error(evaluation, details=can_see_details(evaluation.submission, viewer))
-        if error and evaluation.verdict in ERROR_KEYS:
-            metadata[ERROR_KEYS[evaluation.verdict]] = error
-        elif error:
-            metadata["other_error"] = error
+        if error:
+            known = verdicts.BY_NAME.get(evaluation.verdict)
+            metadata[known.kernelbench_key if known else "other_error"] = error
         results.setdefault(str(problem.number), []).append(
             {
                 "sample_id": index,

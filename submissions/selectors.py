@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from evaluation import scoring
+from evaluation.harness import verdicts
 from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Evaluation, Hardware, Runner
 from submissions.models import Submission
@@ -48,16 +49,7 @@ def latest_evaluations(*, submission_ids: Iterable[int], hardware_id: int) -> li
 # (can_see_details, the one rule); everyone else gets the verdict and one of these messages.
 # Pages, the status JSON, the REST API and live events all build their error text here.
 
-GENERIC_ERRORS = {
-    "incorrect": "The output did not match the reference.",
-    "compile_error": "The kernel did not compile.",
-    "runtime_error": "The kernel failed while running.",
-    "timeout": "The evaluation ran out of time.",
-    "out_of_memory": "The kernel ran out of memory.",
-    "rejected": "The kernel was rejected.",
-    "runner_crash": "The evaluation stopped the runner repeatedly.",
-    "harness_error": "The evaluator failed on this submission.",
-}
+GENERIC_ERRORS = {verdict.name: verdict.message for verdict in verdicts.ALL if verdict.message}
 GENERIC_ERROR = "The evaluation reported an error."
 
 

@@ -11,19 +11,13 @@ This module stays light (no torch import) so the runner can import the package c
 
 from __future__ import annotations
 
+from .verdicts import HARNESS_VERDICTS
+
 # Bumped whenever a change can alter a verdict or a timing; stored with every evaluation.
 EVALUATOR_VERSION = "kbsite-harness 0.3.0"
 
-VERDICTS = (
-    "correct",
-    "incorrect",
-    "compile_error",
-    "runtime_error",
-    "timeout",
-    "out_of_memory",
-    "rejected",
-    "harness_error",
-)
+# What the harness may return (evaluation/harness/verdicts.py lists every verdict).
+VERDICTS = HARNESS_VERDICTS
 
 
 def run_job(job: dict, *, on_event=None) -> dict:

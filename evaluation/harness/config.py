@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .types import Job
+
 BACKENDS = ("torch", "cuda", "triton", "cpp")
 PRECISIONS = ("fp32", "fp16", "bf16")
 # "compile" builds (and caches) the candidate only, e.g. ahead of its evaluation.
@@ -66,7 +68,7 @@ def is_cuda_device(device: str) -> bool:
     return device == "cuda" or device.startswith("cuda:")
 
 
-def normalize_job(job: dict) -> dict:
+def normalize_job(job: Job) -> Job:
     """Return a full copy of `job` with defaults filled in; raise JobError on bad values."""
     if not isinstance(job, dict):
         raise JobError("job must be a dict")

@@ -32,6 +32,7 @@ from . import EVALUATOR_VERSION, buildcache, jail, pool
 from .config import JobError, normalize_job
 from .errors import signal_name, truncate
 from .process import oom_kill_count, parent_death_signal_available
+from .types import Job, Result
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -216,7 +217,7 @@ def _judge_died(job: dict, rc: int | None, stderr: str, oom_before: int | None) 
     return result
 
 
-def run_job(job: dict, *, on_event: Callable[[dict], None] | None = None) -> dict:
+def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Result:
     """Evaluate `job` in a sandboxed process tree; block until done; return the result dict."""
     t_begin = time.monotonic()
 
