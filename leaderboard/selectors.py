@@ -4,8 +4,10 @@ All of them read BestEntry/Record (kept up to date as results land) except the p
 which read only that run's own submissions.
 """
 
+import difflib
 from collections import defaultdict
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, Sum
 
 from evaluation import metrics, scoring
@@ -16,7 +18,7 @@ from leaderboard.services import participant_fields, record_row
 from problems.models import Problem
 from submissions.models import Model
 from submissions.runs import run_first_outcomes, run_problems, run_samples
-from submissions.selectors import can_see_details, shown_error
+from submissions.selectors import can_see_details, latest_evaluations, shown_error
 
 BASELINES = scoring.BASELINES
 
@@ -49,6 +51,36 @@ def summary_row(summary: metrics.LevelSummary) -> dict:
     }
 
 
+def _level_outcomes(
+    entries, *, who: str, baseline: str, level: int | None
+) -> tuple[dict[int, list[int]], dict[tuple[int, int, int], dict[int, metrics.Outcome]]]:
+    """The published problems per level, and per (participant id, hardware, level) each
+    problem's outcome from the participant's best entry. `who` is "model_id" or "user_id"."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
+    # Published problems first, then the entries without a join: the query walks the
+    # (participant, hardware) index, however many problems there are.
+    problems = level_problems(levels={level} if level is not None else None)
+    level_of = {pk: lvl for lvl, pks in problems.items() for pk in pks}
+    values = entries.values_list(
+        who, "hardware_id", "problem_id", "compiled", "evaluation_id",
+        "speedup", "speedup_eager", "speedup_compile",
+    )
+    outcomes: dict[tuple[int, int, int], dict[int, metrics.Outcome]] = defaultdict(dict)
+    for owner, hw_id, problem_id, compiled, evaluation_id, speedup, eager, compile_ in values:
+        lvl = level_of.get(problem_id)
+        if lvl is None:  # retired, draft, or another level
+            continue
+        # A best entry holds an evaluation only while one of the participant's results is on the
+        # board (scoring.on_board, so verified where a record needed it): that is what correct
+        # means in these tables.
+        correct = evaluation_id is not None
+        row = {"speedup": speedup, "speedup_eager": eager, "speedup_compile": compile_}
+        chosen = scoring.speedup(row, baseline) if correct else None
+        outcomes[(owner, hw_id, lvl)][problem_id] = metrics.Outcome(compiled, correct, chosen)
+    return problems, outcomes
+
+
 def models_table(
     *,
     hardware: Hardware | None = None,
@@ -57,38 +89,13 @@ def models_table(
     baseline: str = "eager",
 ) -> list[dict]:
     """One row per model, hardware and level, over the model's best result on each problem."""
-    if baseline not in BASELINES:
-        raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
-    # Published problems first, then the models' entries without a join: the query walks the
-    # (model, hardware) index and reads only model rows, however many people submit.
-    problems = level_problems(levels={level} if level is not None else None)
-    level_of = {pk: lvl for lvl, pks in problems.items() for pk in pks}
+    # The models' entries only: model rows, however many people submit.
     entries = BestEntry.objects.filter(model__isnull=False)
     if hardware is not None:
         entries = entries.filter(hardware=hardware)
     if model_id is not None:
         entries = entries.filter(model_id=model_id)
-    values = entries.values_list(
-        "model_id",
-        "hardware_id",
-        "problem_id",
-        "compiled",
-        "evaluation_id",
-        "speedup",
-        "speedup_eager",
-        "speedup_compile",
-    )
-    outcomes: dict[tuple[int, int, int], dict[int, metrics.Outcome]] = defaultdict(dict)
-    for m_id, hw_id, problem_id, compiled, evaluation_id, speedup, eager, compile_ in values:
-        lvl = level_of.get(problem_id)
-        if lvl is None:  # retired, draft, or another level
-            continue
-        # A best entry holds an evaluation only while one of the participant's results is on the
-        # board (scoring.on_board): that is what correct means in this table.
-        correct = evaluation_id is not None
-        row = {"speedup": speedup, "speedup_eager": eager, "speedup_compile": compile_}
-        chosen = scoring.speedup(row, baseline) if correct else None
-        outcomes[(m_id, hw_id, lvl)][problem_id] = metrics.Outcome(compiled, correct, chosen)
+    problems, outcomes = _level_outcomes(entries, who="model_id", baseline=baseline, level=level)
     if not outcomes:
         return []
     models = Model.objects.in_bulk({key[0] for key in outcomes})
@@ -110,6 +117,54 @@ def models_table(
             }
         )
     rows.sort(key=lambda r: (r["hardware"], r["level"], -r["fast_p"]["1"], r["model"]))
+    return rows
+
+
+def people_table(
+    *, hardware: Hardware | None = None, level: int | None = None, baseline: str = "eager"
+) -> list[dict]:
+    """People ranked per hardware and level over each one's best verified result per problem:
+    problems solved first, then how many of them beat the baseline (fast_1), then the geometric
+    mean speedup over the solved ones. Numbered 1..n within each hardware and level."""
+    entries = BestEntry.objects.filter(model__isnull=True, user__isnull=False)
+    if hardware is not None:
+        entries = entries.filter(hardware=hardware)
+    problems, outcomes = _level_outcomes(entries, who="user_id", baseline=baseline, level=level)
+    if not outcomes:
+        return []
+    names = dict(
+        get_user_model().objects.filter(pk__in={key[0] for key in outcomes}).values_list(
+            "pk", "username"
+        )
+    )
+    slugs = dict(Hardware.objects.values_list("pk", "slug"))
+    rows = []
+    for (user_id, hw_id, lvl), by_problem in outcomes.items():
+        summary = metrics.level_summary(by_problem, problems=problems.get(lvl, []))
+        fast_1 = sum(1 for o in by_problem.values() if o.correct and (o.speedup or 0) > 1.0)
+        rows.append(
+            {
+                "key": f"user-{user_id}-{slugs[hw_id]}-{lvl}",
+                "user": names[user_id],
+                "hardware": slugs[hw_id],
+                "level": lvl,
+                "baseline": baseline,
+                "solved": summary.correct,
+                "fast_1_count": fast_1,
+                **summary_row(summary),
+            }
+        )
+    rows.sort(
+        key=lambda r: (
+            r["hardware"], r["level"], -r["solved"], -r["fast_1_count"],
+            -(r["geomean_speedup"] or 0.0), r["user"],
+        )
+    )
+    rank, board = 0, None
+    for row in rows:
+        rank = rank + 1 if board == (row["hardware"], row["level"]) else 1
+        board = (row["hardware"], row["level"])
+        row["rank"] = rank
     return rows
 
 
@@ -321,3 +376,50 @@ def busiest_problems(*, limit: int = 10) -> list[dict]:
         }
         for r in rows
     ]
+
+
+# ---- comparing two submissions -----------------------------------------------------------------
+
+
+def compare_side(submission, *, viewer) -> dict:
+    """One submission as the compare page shows it: its result (the latest evaluation on its
+    hardware, read through the scoring rule), its timings and phases, and its code only for
+    whoever may see it."""
+    [result] = latest_evaluations(
+        submission_ids=[submission.pk], hardware_id=submission.hardware_id
+    ) or [None]
+    evaluation = Evaluation.objects.filter(pk=result["id"]).first() if result else None
+    return {
+        "submission": submission,
+        "participant": str(submission.model) if submission.model_id else (
+            submission.user.username if submission.user_id else "anonymous"
+        ),
+        "evaluation": evaluation,
+        "on_board": scoring.on_board(result) if result else False,
+        "held": scoring.held(result) if result else False,
+        "speedup": scoring.speedup(result) if result else None,
+        "error": shown_error(evaluation, details=can_see_details(submission, viewer)),
+        "code_visible": submission.code_visible_to(viewer),
+    }
+
+
+def code_diff(a: str, b: str, *, a_name: str, b_name: str) -> list[tuple[str, str]]:
+    """A unified diff of two sources as (kind, line) pairs, kind one of "head", "hunk", "add",
+    "del", "same" (the template marks each)."""
+    lines = difflib.unified_diff(
+        a.splitlines(), b.splitlines(), fromfile=a_name, tofile=b_name, lineterm="", n=3
+    )
+    diff = []
+    for line in lines:
+        if line.startswith(("---", "+++")):
+            kind = "head"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "same"
+        diff.append((kind, line))
+    return diff

@@ -6,6 +6,8 @@ urlpatterns = [
     path("", views.leaderboard_home, name="leaderboard_home"),
     path("<int:level>/<int:number>/<slug:hardware>/", views.problem_board, name="problem_board"),
     path("models/<int:pk>/", views.leaderboard_model, name="leaderboard_model"),
+    path("people/", views.leaderboard_people, name="leaderboard_people"),
+    path("compare/", views.submissions_compare, name="submissions_compare"),
     path("runs/<int:pk>/", views.leaderboard_run, name="leaderboard_run"),
     path(
         "runs/<int:pk>/eval_results.json",

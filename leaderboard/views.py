@@ -13,7 +13,7 @@ from leaderboard.forms import TableFilterForm
 from leaderboard.models import Record
 from leaderboard.services import board_rows, flagged_rows, record_rows
 from problems.models import Problem
-from submissions.models import Model, Run
+from submissions.models import Model, Run, Submission
 
 
 def _fast_p_series(rows: list[dict], *, name_key: str) -> list[tuple[str, dict[float, float]]]:
@@ -243,5 +243,67 @@ def leaderboard_user(request, username: str):
             "entries": entries,
             "ranked": sum(1 for e in entries if e["rank"] is not None),
             "firsts": sum(1 for e in entries if e["rank"] == 1),
+        },
+    )
+
+
+def leaderboard_people(request):
+    """People ranked per hardware and level over their best verified results."""
+    form = TableFilterForm(request.GET or None)
+    if request.GET and not form.is_valid():
+        return render(request, "leaderboard/people.html", {"form": form}, status=400)
+    data = form.cleaned_data if form.is_bound else {}
+    baseline = data.get("baseline") or "eager"
+    people = selectors.people_table(
+        hardware=data.get("hardware"), level=data.get("level"), baseline=baseline
+    )
+    download = export_response(request, {"people": (COLUMNS["people"], people)}, basename="people")
+    if download:
+        return download
+    return render(
+        request,
+        "leaderboard/people.html",
+        {"form": form, "people": people, "baseline": baseline},
+    )
+
+
+def _submission_id(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def submissions_compare(request):
+    """Two submissions side by side: verdicts, timings, phases, and their code as a diff."""
+    a_id, b_id = _submission_id(request.GET.get("a")), _submission_id(request.GET.get("b"))
+    if a_id is None or b_id is None:
+        status = 400 if request.GET else 200
+        message = "Give two submission numbers, e.g. ?a=12&b=15." if request.GET else ""
+        return render(request, "leaderboard/compare.html", {"message": message}, status=status)
+    found = Submission.objects.select_related("problem", "hardware", "user", "model").in_bulk(
+        [a_id, b_id]
+    )
+    missing = [str(pk) for pk in (a_id, b_id) if pk not in found]
+    if missing:
+        return render(
+            request,
+            "leaderboard/compare.html",
+            {"message": f"No submission {', '.join(missing)}."},
+            status=404,
+        )
+    a, b = found[a_id], found[b_id]
+    sides = [selectors.compare_side(s, viewer=request.user) for s in (a, b)]
+    diff = None
+    if all(side["code_visible"] for side in sides):
+        diff = selectors.code_diff(
+            a.source, b.source, a_name=f"submission {a.pk}", b_name=f"submission {b.pk}"
+        )
+    return render(
+        request,
+        "leaderboard/compare.html",
+        {
+            "sides": sides,
+            "diff": diff,
+            "a": a,
+            "b": b,
+            "same_problem": a.problem_id == b.problem_id,
         },
     )
