@@ -16,6 +16,7 @@ from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.tasks import async_task
 
+from competitions.services import standings_refresh_for
 from evaluation import leases
 from evaluation.harness import sandbox
 from evaluation.harness.errors import clean_text, truncate
@@ -376,6 +377,7 @@ def _refresh_boards(evaluation: Evaluation) -> None:
     try:
         with transaction.atomic():  # a savepoint, so a failed refresh leaves the rest intact
             board_refresh_for(evaluation)
+            standings_refresh_for(evaluation)
     except Exception:
         log.exception("could not refresh the boards for evaluation %s", evaluation.pk)
 

@@ -117,6 +117,7 @@ INSTALLED_APPS = [
     "evaluation",
     "submissions",
     "leaderboard",
+    "competitions",
     "gpu_runner",
 ]
 

@@ -13,6 +13,8 @@ urlpatterns = [
     path("hardware/", include("evaluation.urls")),
     path("submissions/", include("submissions.urls")),
     path("leaderboard/", include("leaderboard.urls")),
+    path("competitions/", include("competitions.urls")),
     path("runs/", include("submissions.run_urls")),
+    path("api/v1/competitions/", include("competitions.api_urls")),
     path("api/", include("submissions.api_urls")),
 ]

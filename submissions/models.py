@@ -130,6 +130,8 @@ class Submission(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     claimed_by = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Set by a competition that hides code: others never see it before this time.
+    code_hidden_until = models.DateTimeField(null=True, blank=True)
     progress = models.JSONField(default=dict, blank=True)  # last phase / trial event
     # The outcome of its latest re-verification; PENDING and FAILED keep it off the boards.
     reverification = models.CharField(
@@ -198,6 +200,10 @@ class Submission(models.Model):
     def code_visible_to(self, user) -> bool:
         if user.is_authenticated and (user.is_staff or user.pk == self.user_id):
             return True
+        # A competition hides its entries' code from others until it ends, whatever the
+        # problem's own setting.
+        if self.code_hidden_until is not None and timezone.now() < self.code_hidden_until:
+            return False
         return self.problem.code_is_public()
 
 

@@ -1,0 +1,112 @@
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+
+class Competition(models.Model):
+    """A problem set judged on one hardware between two times, curated by admins.
+
+    Before `starts_at` nothing can be entered; until `ends_at` entries rank; after it they are
+    still evaluated and shown as "after the deadline", never ranked. Once every on-time entry is
+    evaluated after the end, the standings are frozen: kept as they were (`final_standings`),
+    whatever later re-verifications find.
+    """
+
+    class Phase(models.TextChoices):
+        UPCOMING = "upcoming"
+        RUNNING = "running"
+        ENDED = "ended"
+
+    slug = models.SlugField(unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    problems = models.ManyToManyField("problems.Problem", related_name="competitions")
+    hardware = models.ForeignKey(
+        "evaluation.Hardware", on_delete=models.PROTECT, related_name="competitions"
+    )
+    # Allowed backends and precisions; empty allows every one the site offers.
+    backends = models.JSONField(default=list, blank=True)
+    precisions = models.JSONField(default=list, blank=True)
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    daily_limit = models.PositiveSmallIntegerField(
+        default=20, help_text="Entries per person per UTC day."
+    )
+    code_hidden = models.BooleanField(
+        default=True, help_text="Entrants' code is hidden from others until the end."
+    )
+    published = models.BooleanField(default=False)
+    frozen_at = models.DateTimeField(null=True, blank=True)
+    final_standings = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-starts_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")),
+                name="competition_ends_after_start",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("competition_detail", args=[self.slug])
+
+    def phase(self, now=None) -> str:
+        now = now or timezone.now()
+        if now < self.starts_at:
+            return self.Phase.UPCOMING
+        if now < self.ends_at:
+            return self.Phase.RUNNING
+        return self.Phase.ENDED
+
+    @property
+    def is_frozen(self) -> bool:
+        return self.frozen_at is not None
+
+    def open_now(self) -> None:
+        now = timezone.now()
+        self.published = True
+        self.starts_at = min(self.starts_at, now)
+        if self.ends_at <= now:
+            raise ValueError("it has already ended; move its end first")
+        self.save(update_fields=["published", "starts_at"])
+
+    def close_now(self) -> None:
+        now = timezone.now()
+        if now < self.ends_at:
+            self.ends_at = max(now, self.starts_at + timedelta(seconds=1))
+            self.save(update_fields=["ends_at"])
+
+    def freeze(self, *, standings: list[dict]) -> None:
+        self.final_standings = standings
+        self.frozen_at = timezone.now()
+        self.save(update_fields=["final_standings", "frozen_at"])
+
+
+class Entry(models.Model):
+    """A submission made to a competition."""
+
+    competition = models.ForeignKey(Competition, on_delete=models.CASCADE, related_name="entries")
+    submission = models.OneToOneField(
+        "submissions.Submission", on_delete=models.CASCADE, related_name="competition_entry"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="competition_entries"
+    )
+    problem = models.ForeignKey("problems.Problem", on_delete=models.CASCADE, related_name="+")
+    submitted_at = models.DateTimeField(default=timezone.now)
+    after_deadline = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-submitted_at"]
+        indexes = [models.Index(fields=["competition", "user", "submitted_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.competition}: submission {self.submission_id}"

@@ -1,0 +1,108 @@
+"""Competition pages: the list, a competition (rules, problems, standings, entering), a person's
+entries. The standings download as CSV or JSON (?format=csv|json), like every table."""
+
+from django.contrib.auth import get_user_model
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+
+from competitions.forms import EntryForm
+from competitions.models import Competition, Entry
+from competitions.services import (
+    CompetitionError,
+    competition_standings,
+    competition_submit,
+    entries_left_today,
+)
+from leaderboard.exports import export_response
+from submissions.services import SubmissionError, decode_source
+
+STANDINGS_COLUMNS = ["rank", "user", "points", "solved", "reached_at"]
+
+
+def _visible(request):
+    competitions = Competition.objects.select_related("hardware")
+    return competitions if request.user.is_staff else competitions.filter(published=True)
+
+
+def competition_list(request):
+    now = timezone.now()
+    competitions = list(_visible(request))
+    groups = {phase: [] for phase in Competition.Phase.values}
+    for competition in competitions:
+        groups[competition.phase(now)].append(competition)
+    return render(request, "competitions/list.html", {"groups": groups})
+
+
+def competition_detail(request, slug: str):
+    competition = get_object_or_404(_visible(request), slug=slug)
+    standings = competition_standings(competition)
+    download = export_response(
+        request, {"standings": (STANDINGS_COLUMNS, standings)}, basename=f"{slug}-standings"
+    )
+    if download:
+        return download
+    form = None
+    status = 200
+    if request.user.is_authenticated and competition.phase() != Competition.Phase.UPCOMING:
+        form = EntryForm(request.POST or None, request.FILES or None, competition=competition)
+        if request.method == "POST":
+            status = 400
+            if form.is_valid():
+                data = form.cleaned_data
+                upload = data.get("source_file")
+                try:
+                    source = decode_source(upload.read()) if upload else data["source"]
+                    entry = competition_submit(
+                        competition=competition,
+                        user=request.user,
+                        problem=data["problem"],
+                        source=source,
+                        backend=data["backend"],
+                        precision=data["precision"],
+                        filename=upload.name if upload else "",
+                    )
+                except (CompetitionError, SubmissionError) as error:
+                    form.add_error(None, error.message)
+                    status = 429 if error.code == "daily_limit" else 400
+                else:
+                    return redirect(entry.submission)
+    return render(
+        request,
+        "competitions/detail.html",
+        {
+            "competition": competition,
+            "phase": competition.phase(),
+            "problems": competition.problems.order_by("level", "number"),
+            "standings": standings,
+            "form": form,
+            "left_today": (
+                entries_left_today(competition=competition, user=request.user)
+                if request.user.is_authenticated
+                else None
+            ),
+        },
+        status=status,
+    )
+
+
+def competition_standings_part(request, slug: str):
+    """The standings table alone: what the page fetches when told they changed."""
+    competition = get_object_or_404(_visible(request), slug=slug)
+    return render(
+        request,
+        "competitions/_standings.html",
+        {"competition": competition, "standings": competition_standings(competition)},
+    )
+
+
+def competition_person(request, slug: str, username: str):
+    competition = get_object_or_404(_visible(request), slug=slug)
+    person = get_object_or_404(get_user_model(), username=username)
+    entries = Entry.objects.filter(competition=competition, user=person).select_related(
+        "submission", "problem"
+    )
+    return render(
+        request,
+        "competitions/person.html",
+        {"competition": competition, "person": person, "entries": entries},
+    )
