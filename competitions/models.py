@@ -81,8 +81,10 @@ class Competition(models.Model):
     def close_now(self) -> None:
         now = timezone.now()
         if now < self.ends_at:
-            self.ends_at = max(now, self.starts_at + timedelta(seconds=1))
-            self.save(update_fields=["ends_at"])
+            self.ends_at = now
+            # Closed the moment it opened: it still ends after it starts.
+            self.starts_at = min(self.starts_at, now - timedelta(seconds=1))
+            self.save(update_fields=["starts_at", "ends_at"])
 
     def freeze(self, *, standings: list[dict]) -> None:
         self.final_standings = standings
