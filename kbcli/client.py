@@ -73,6 +73,19 @@ class Client:
             return body
         raise AssertionError("unreachable")
 
+    @classmethod
+    def with_password(
+        cls, url: str, username: str, password: str, *, name: str = "kb"
+    ) -> "Client":
+        """Make an API token with a username and password (HTTP Basic, taken by the token
+        endpoint only) and return a client that uses it."""
+        # No retries: a 429 here is the login lockout (minutes), not a throttle to wait out.
+        client = cls(url, "", retries=0)
+        del client.session.headers["Authorization"]
+        client.session.auth = (username, password)
+        created = client.request("POST", f"{API}/tokens/", json={"name": name})
+        return cls(url, created["key"])
+
     def get(self, path: str, **params: Any) -> dict:
         return self.request("GET", path, params={k: v for k, v in params.items() if v})
 

@@ -3,6 +3,7 @@
 import argparse
 import getpass
 import json
+import platform
 import sys
 from pathlib import Path
 
@@ -68,6 +69,28 @@ def fmt_x(value) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+RANKING_LABELS = {
+    "ranked": "ranked",
+    "pending_reverification": "pending re-verification",
+    "failed_reverification": "failed re-verification",
+    "flagged": "flagged",
+    "not_correct": "not ranked",
+    "not_timed": "not ranked",
+    "not_evaluated": "not evaluated yet",
+}
+
+
+def describe_ranking(ranking: dict | None) -> str:
+    """The API's ranking state as one line: "ranked, #2: Rank 2 on ...", or why it does not."""
+    if not ranking:
+        return "-"
+    label = RANKING_LABELS.get(ranking.get("state"), str(ranking.get("state")))
+    if ranking.get("rank"):
+        label += f", #{ranking['rank']}"
+    reason = ranking.get("reason")
+    return f"{label}: {reason}" if reason else label
+
+
 def summary(data: dict) -> str:
     problem = data.get("problem") or {}
     rows = [
@@ -82,6 +105,8 @@ def summary(data: dict) -> str:
     ]
     if data.get("queue_position"):
         rows.append(("queue", f"position {data['queue_position']}"))
+    if "ranking" in data:
+        rows.append(("ranking", describe_ranking(data["ranking"])))
     if data.get("flags"):
         rows.append(("flags", ", ".join(str(flag) for flag in data["flags"])))
     if data.get("error"):
@@ -110,18 +135,28 @@ def emit(args, data, text: str) -> None:
 # ---- commands -----------------------------------------------------------------------------------
 
 
+def read_secret(prompt: str) -> str:
+    return getpass.getpass(prompt) if sys.stdin.isatty() else sys.stdin.readline().strip()
+
+
 def cmd_login(args) -> int:
-    token = args.token or (
-        getpass.getpass("API token (from your profile page): ")
-        if sys.stdin.isatty()
-        else sys.stdin.readline().strip()
-    )
-    if not token:
-        print("kb: no token given", file=sys.stderr)
-        return EXIT_USAGE
-    client = Client(args.url, token)
+    if args.username:
+        password = read_secret(f"Password for {args.username}: ")
+        if not password:
+            print("kb: no password given", file=sys.stderr)
+            return EXIT_USAGE
+        # A new token, named after this machine; the password itself is never saved.
+        client = Client.with_password(
+            args.url, args.username, password, name=f"kb on {platform.node()}"[:100]
+        )
+    else:
+        token = args.token or read_secret("API token (from your profile page): ")
+        if not token:
+            print("kb: no token given", file=sys.stderr)
+            return EXIT_USAGE
+        client = Client(args.url, token)
     client.get("/api/v1/hardware/")  # a bad or revoked token answers 401 here
-    path = config.save(config.Config(url=client.url, token=token))
+    path = config.save(config.Config(url=client.url, token=client.token))
     print(f"Logged in to {client.url}; saved to {path}")
     return EXIT_OK
 
@@ -220,7 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     login = command("login", cmd_login, "save the site's URL and your API token")
     login.add_argument("--url", required=True, help="the site, e.g. https://kb.example.org")
-    login.add_argument("--token", help="the API token (asked for when left out)")
+    how = login.add_mutually_exclusive_group()
+    how.add_argument("--token", help="the API token (asked for when left out)")
+    how.add_argument(
+        "--username",
+        help="make a new token with your username and password (asked for, or read from "
+        "stdin) instead of giving one",
+    )
 
     problems = command("problems", cmd_problems, "list problems")
     problems.add_argument("--level", type=int)

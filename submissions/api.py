@@ -1,5 +1,6 @@
 """The REST API for people and agents (/api/v1/): explicit DRF views over the services."""
 
+import logging
 import math
 
 from django.conf import settings
@@ -16,25 +17,33 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param
 from rest_framework.views import APIView, set_rollback
 
 from kbsite.parsers import JSONParser
 from problems.models import Problem
 from submissions import serializers as s
-from submissions.authentication import ApiTokenAuthentication, TokenScopes
-from submissions.models import Submission
+from submissions.authentication import (
+    ApiTokenAuthentication,
+    PasswordAuthentication,
+    TokenScopes,
+)
+from submissions.models import ApiToken, Submission
 from submissions.quotas import quota_usage
 from submissions.selectors import can_see_details, hardware_overview, user_submissions
 from submissions.services import (
     BATCH_MAX,
     BatchError,
     SubmissionError,
+    api_token_create,
     decode_source,
     submission_create,
     submission_create_batch,
     submission_resolve,
 )
 from submissions.throttling import ReadThrottle, SubmitThrottle
+
+log = logging.getLogger(__name__)
 
 # How SubmissionError codes answer over HTTP; anything else is a plain 400.
 ERROR_STATUS = {
@@ -69,7 +78,13 @@ def submission_error_response(error: SubmissionError) -> Response:
     if error.retry_after:
         headers["Retry-After"] = str(error.retry_after)
     return Response(
-        error_body(error.message, error.code, allowed=error.allowed, retry_after=error.retry_after),
+        error_body(
+            error.message,
+            error.code,
+            allowed=error.allowed,
+            retry_after=error.retry_after,
+            line=getattr(error, "line", None),  # a SourceError's
+        ),
         status=ERROR_STATUS.get(error.code, 400),
         headers=headers,
     )
@@ -87,6 +102,7 @@ def database_unavailable_body() -> dict:
 def api_exception_handler(exc, context) -> Response | None:
     """Every API error has one shape: {detail, code[, allowed, errors, retry_after]}."""
     if isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("database unavailable: %s", exc)
         set_rollback()
         return Response(
             database_unavailable_body(),
@@ -206,26 +222,81 @@ def query_filters(serializer_class, request) -> dict:
 
 
 class Pagination(LimitOffsetPagination):
-    """limit/offset paging that refuses a malformed value (400) instead of ignoring it."""
+    """limit/offset paging that refuses a malformed value (400) instead of ignoring it.
+
+    `page_size` and `page` (from 1), as page-numbered clients send them, are read as the
+    same thing: page_size is the limit, page p starts at (p - 1) * limit. Above max_limit a
+    limit is max_limit.
+    """
 
     default_limit = 100
     max_limit = 1000
+    page_size_query_param = "page_size"
+    page_query_param = "page"
+
+    def _either(self, request, name: str, alias: str, *, minimum: int) -> int | None:
+        value = query_int(request, name, minimum=minimum)
+        other = query_int(request, alias, minimum=max(minimum, 1))
+        if value is not None and other is not None:
+            raise exceptions.ValidationError({alias: [f"Give {name} or {alias}, not both."]})
+        return value if other is None else other
 
     def get_limit(self, request) -> int:
-        value = query_int(request, self.limit_query_param, minimum=1)
+        value = self._either(request, self.limit_query_param, self.page_size_query_param,
+                             minimum=1)
         return self.default_limit if value is None else min(value, self.max_limit)
 
     def get_offset(self, request) -> int:
-        return query_int(request, self.offset_query_param, minimum=0) or 0
+        offset = query_int(request, self.offset_query_param, minimum=0)
+        page = query_int(request, self.page_query_param, minimum=1)
+        if offset is not None and page is not None:
+            raise exceptions.ValidationError(
+                {self.page_query_param: [f"Give {self.offset_query_param} or "
+                                         f"{self.page_query_param}, not both."]}
+            )
+        if page is not None:
+            return (page - 1) * self.get_limit(request)
+        return offset or 0
+
+    def _as_limit_offset(self, url: str | None) -> str | None:
+        """The next and previous links speak limit/offset only (both sets would be a 400)."""
+        for name in (self.page_size_query_param, self.page_query_param):
+            url = url and remove_query_param(url, name)
+        return url
+
+    def get_next_link(self) -> str | None:
+        return self._as_limit_offset(super().get_next_link())
+
+    def get_previous_link(self) -> str | None:
+        return self._as_limit_offset(super().get_previous_link())
 
     def get_schema_operation_parameters(self, view) -> list[dict]:
         parameters = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             if parameter["name"] == self.limit_query_param:
                 parameter["schema"]["minimum"] = 1  # above max_limit it is max_limit
+                parameter["description"] = (
+                    f"Results per page, at most {self.max_limit} (more is {self.max_limit})."
+                )
             elif parameter["name"] == self.offset_query_param:
                 parameter["schema"]["minimum"] = 0
-        return parameters
+        return [
+            *parameters,
+            {
+                "name": self.page_size_query_param,
+                "required": False,
+                "in": "query",
+                "description": f"The same as `{self.limit_query_param}`.",
+                "schema": {"type": "integer", "minimum": 1},
+            },
+            {
+                "name": self.page_query_param,
+                "required": False,
+                "in": "query",
+                "description": f"A page number from 1, instead of `{self.offset_query_param}`.",
+                "schema": {"type": "integer", "minimum": 1},
+            },
+        ]
 
 
 # ---- problems and hardware ----------------------------------------------------------------------
@@ -402,7 +473,13 @@ class SubmissionBatchApi(ApiMixin, APIView):
         except BatchError as error:
             statuses = {ERROR_STATUS.get(item.code, 400) for _, item in error.errors}
             errors = [
-                error_body(item.message, item.code, index=index, allowed=item.allowed)
+                error_body(
+                    item.message,
+                    item.code,
+                    index=index,
+                    allowed=item.allowed,
+                    line=getattr(item, "line", None),
+                )
                 for index, item in error.errors
             ]
             return Response(
@@ -465,3 +542,68 @@ class QuotaApi(ApiMixin, APIView):
             "resets_at": usage.resets_at,
         }
         return Response(s.QuotaSerializer(data).data)
+
+
+# ---- API tokens ---------------------------------------------------------------------------------
+
+
+def token_data(token: ApiToken) -> dict:
+    return {
+        "id": token.pk,
+        "name": token.name,
+        "prefix": token.prefix,
+        "scopes": list(token.scopes),
+        "created_at": token.created_at,
+        "last_used_at": token.last_used_at,
+    }
+
+
+class TokenListCreateApi(ApiMixin, APIView):
+    """A user's API tokens. Besides a token or the browser's session, HTTP Basic (username
+    and password) is taken here, and only here, so an agent given an account can make its own
+    token; failed passwords count towards the login lockout (django-axes) like the login page."""
+
+    authentication_classes = [
+        ApiTokenAuthentication,
+        PasswordAuthentication,
+        SessionAuthentication,
+    ]
+    permission_classes = [IsAuthenticated, TokenScopes]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="tokens_list",
+        responses={200: s.TokenSerializer(many=True), **ERRORS},
+        description="Your API tokens that are not revoked, newest first (never their keys).",
+    )
+    def get(self, request) -> Response:
+        tokens = ApiToken.objects.filter(user=request.user, revoked_at__isnull=True)
+        return Response(s.TokenSerializer([token_data(t) for t in tokens], many=True).data)
+
+    @extend_schema(
+        operation_id="tokens_create",
+        request=s.TokenInputSerializer,
+        responses={201: s.TokenCreatedSerializer, **BAD_REQUEST, **ERRORS},
+        description="Make an API token for yourself; its key is in this answer only. "
+        "Authenticate with your session, with HTTP Basic (username and password), or with "
+        "a token that has the submit scope (the new token gets no scope the old one lacks).",
+    )
+    def post(self, request) -> Response:
+        serializer = s.TokenInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        scopes = serializer.validated_data.get("scopes") or list(ApiToken.Scope.values)
+        if isinstance(request.auth, ApiToken):
+            missing = sorted(set(scopes) - set(request.auth.scopes))
+            if missing:
+                raise exceptions.PermissionDenied(
+                    f"This token lacks the scope {', '.join(missing)}, so it cannot give it "
+                    "to a new token."
+                )
+        try:
+            token, key = api_token_create(
+                user=request.user, name=serializer.validated_data.get("name", ""), scopes=scopes
+            )
+        except SubmissionError as error:
+            return submission_error_response(error)
+        return Response(s.TokenCreatedSerializer({**token_data(token), "key": key}).data,
+                        status=201)

@@ -3,13 +3,13 @@
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, Q, TextChoices
 
 from evaluation import scoring
 from evaluation.harness import verdicts
 from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Evaluation, Hardware, Runner
-from submissions.models import Submission
+from submissions.models import Reverification, Submission
 
 # Characters of one log field shown on a page or in the API (head and tail, with a marker).
 DEFAULT_LOG_DISPLAY_CHARS = 64 * 1024
@@ -171,3 +171,103 @@ def hardware_overview() -> list[dict]:
         {"hardware": hw, "queued": hw.queued, "running": hw.running, "online": online.get(hw.pk, 0)}
         for hw in rows
     ]
+
+
+# ---- ranking state -----------------------------------------------------------------------------
+
+
+class RankingState(TextChoices):
+    """Whether a submission's result ranks on its board, and if not, why (the API's `ranking`)."""
+
+    RANKED = "ranked"
+    PENDING_REVERIFICATION = "pending_reverification"
+    FAILED_REVERIFICATION = "failed_reverification"
+    FLAGGED = "flagged"
+    NOT_CORRECT = "not_correct"
+    NOT_TIMED = "not_timed"
+    NOT_EVALUATED = "not_evaluated"
+
+
+def _participant(row: dict) -> str:
+    """Submission.participant, from a scoring row."""
+    if row["submission__model_id"]:
+        return f"model:{row['submission__model_id']}"
+    return f"user:{row['submission__user_id']}"
+
+
+def _board_order(row: dict) -> tuple:
+    return scoring.board_order(row["candidate_median_ms"], row["finished_at"], row["id"])
+
+
+def board_rank(row: dict, *, problem_id: int) -> tuple[int | None, int | None]:
+    """(rank, None) of a result on its board, or (None, id of the participant's faster
+    submission that is on the board in its place).
+
+    A board ranks each participant by their fastest result on it (scoring.on_board) in
+    scoring.board_order; only the results that could be ahead of this one are read: those
+    whose some evaluation on the hardware is correct and at most as slow.
+    """
+    candidates = (
+        Evaluation.objects.filter(
+            hardware_id=row["hardware_id"],
+            submission__problem_id=problem_id,
+            correct=True,
+            candidate_median_ms__lte=row["candidate_median_ms"],
+        )
+        .order_by()
+        .values_list("submission_id", flat=True)
+        .distinct()
+    )
+    mine = _participant(row)
+    key = _board_order(row)
+    ahead: set[str] = set()
+    for other in latest_evaluations(submission_ids=candidates, hardware_id=row["hardware_id"]):
+        if other["id"] == row["id"] or not scoring.on_board(other):
+            continue
+        if _board_order(other) < key:
+            if _participant(other) == mine:
+                return None, other["submission_id"]
+            ahead.add(_participant(other))
+    return len(ahead) + 1, None
+
+
+def submission_ranking(submission: Submission) -> dict:
+    """Whether the submission's result ranks and, if not, why: from its latest evaluation on
+    its hardware (selectors.latest_evaluations) and the one rule (evaluation/scoring.py)."""
+    not_evaluated = {"state": RankingState.NOT_EVALUATED, "rank": None,
+                     "reason": "It has no result yet."}
+    if submission.status != Submission.Status.FINISHED:
+        return not_evaluated  # polled while it waits and runs: no query
+    rows = latest_evaluations(submission_ids=[submission.pk], hardware_id=submission.hardware_id)
+    if not rows:
+        return not_evaluated
+    row = rows[0]
+    board = f"{submission.problem.slug} on {submission.hardware.slug}"
+    if scoring.on_board(row):
+        rank, faster = board_rank(row, problem_id=submission.problem_id)
+        if rank is None:
+            reason = f"It ranks, but your faster submission {faster} holds your place on {board}."
+        else:
+            reason = f"Rank {rank} on {board}."
+        return {"state": RankingState.RANKED, "rank": rank, "reason": reason}
+    if scoring.pending(row):
+        return {
+            "state": RankingState.PENDING_REVERIFICATION,
+            "rank": None,
+            "reason": "It would set a new record, so it is held off the board until a second "
+            "evaluation with fresh secret seeds on another runner confirms it.",
+        }
+    if row["submission__reverification"] == Submission.ReverificationState.FAILED:
+        failed = submission.reverifications.filter(status=Reverification.Status.FAILED).first()
+        message = failed.message if failed and failed.message else "It did not reproduce."
+        return {"state": RankingState.FAILED_REVERIFICATION, "rank": None,
+                "reason": f"Its re-verification failed: {message}"}
+    if row["flags"]:
+        flags = ", ".join(str(flag) for flag in row["flags"])
+        return {"state": RankingState.FLAGGED, "rank": None,
+                "reason": f"Flagged by the exploit checks ({flags}); flagged results never rank."}
+    if not row["correct"]:
+        return {"state": RankingState.NOT_CORRECT, "rank": None,
+                "reason": f"The verdict is {row['verdict']}; only correct results rank."}
+    return {"state": RankingState.NOT_TIMED, "rank": None,
+            "reason": "It is correct but was not timed, so it has no time to rank by."}

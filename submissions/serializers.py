@@ -4,10 +4,18 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from evaluation.harness.config import DEFAULT_TOLERANCE
 from evaluation.models import Evaluation
 from problems.models import Problem
-from submissions.models import Submission
-from submissions.selectors import LOG_FIELDS, display_log, queue_position, shown_error
+from submissions.models import ApiToken, Submission
+from submissions.selectors import (
+    LOG_FIELDS,
+    RankingState,
+    display_log,
+    queue_position,
+    shown_error,
+    submission_ranking,
+)
 from submissions.services import BATCH_MAX, PRECISIONS
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -25,6 +33,9 @@ class ApiErrorSerializer(serializers.Serializer):
         required=False, help_text="Per-field (or, for a batch, per-item) errors."
     )
     retry_after = serializers.IntegerField(required=False, help_text="Seconds, when throttled.")
+    line = serializers.IntegerField(
+        required=False, help_text="For a syntax_error: the source's line (1-based)."
+    )
 
 
 class BatchItemErrorSerializer(serializers.Serializer):
@@ -32,6 +43,7 @@ class BatchItemErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
     code = serializers.CharField()
     allowed = serializers.ListField(child=serializers.CharField(), required=False)
+    line = serializers.IntegerField(required=False)
 
 
 # ---- problems and hardware ----------------------------------------------------------------------
@@ -71,15 +83,48 @@ class BaselineSerializer(serializers.Serializer):
     median_ms = serializers.FloatField()
 
 
+class ToleranceSerializer(serializers.Serializer):
+    atol = serializers.FloatField()
+    rtol = serializers.FloatField()
+
+
 class ProblemDetailSerializer(ProblemListSerializer):
     description = serializers.CharField()
-    atol = serializers.FloatField(allow_null=True)
-    rtol = serializers.FloatField(allow_null=True)
+    atol = serializers.SerializerMethodField(
+        help_text="The absolute tolerance that applies at the problem's precision: its own, "
+        "else the evaluator's default for the precision."
+    )
+    rtol = serializers.SerializerMethodField(
+        help_text="The relative tolerance, likewise."
+    )
+    tolerances = serializers.SerializerMethodField(
+        help_text="The tolerances at each precision a submission may choose."
+    )
     version = serializers.IntegerField(source="current_version.version", allow_null=True)
     source_hash = serializers.CharField(source="current_version.source_hash", allow_null=True)
     source = serializers.CharField(help_text="The reference program (KernelBench format).")
     open_for_submissions = serializers.BooleanField(source="is_open_for_submissions")
     baselines = BaselineSerializer(many=True, source="baselines.all")
+
+    def get_atol(self, problem: Problem) -> float:
+        return effective_tolerance(problem, problem.precision)["atol"]
+
+    def get_rtol(self, problem: Problem) -> float:
+        return effective_tolerance(problem, problem.precision)["rtol"]
+
+    @extend_schema_field(serializers.DictField(child=ToleranceSerializer()))
+    def get_tolerances(self, problem: Problem) -> dict:
+        return {precision: effective_tolerance(problem, precision) for precision in PRECISIONS}
+
+
+def effective_tolerance(problem: Problem, precision: str) -> dict[str, float]:
+    """What the evaluator compares with (evaluation/harness/config.py normalize_job): the
+    problem's own atol/rtol, each falling back to the default of the precision."""
+    default = DEFAULT_TOLERANCE[precision]
+    return {
+        "atol": float(default if problem.atol is None else problem.atol),
+        "rtol": float(default if problem.rtol is None else problem.rtol),
+    }
 
 
 class HardwareSerializer(serializers.Serializer):
@@ -180,6 +225,32 @@ class BatchAcceptedSerializer(serializers.Serializer):
     submissions = AcceptedSerializer(many=True)
 
 
+class SubmissionUrlsSerializer(serializers.Serializer):
+    url = serializers.URLField(help_text="This submission in the API.")
+    events_url = serializers.URLField(
+        help_text="Server-sent events (text/event-stream, with the same Authorization header) "
+        "until it is finished: `status` events, then the final one."
+    )
+    stream_url = serializers.CharField(help_text="A websocket with the same events.")
+    page_url = serializers.URLField(help_text="Its page on the site.")
+
+
+class RankingSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=RankingState.choices,
+        help_text="ranked: on its board; pending_reverification: a would-be record waiting "
+        "for its second evaluation with fresh seeds; failed_reverification: that second "
+        "evaluation did not confirm it; flagged: an exploit check flagged it; not_correct, "
+        "not_timed: it does not count; not_evaluated: no result yet.",
+    )
+    rank = serializers.IntegerField(
+        allow_null=True,
+        help_text="Its place on the board (problem, hardware), 1 the fastest; null when it "
+        "does not rank, or when the participant's faster submission is the one on the board.",
+    )
+    reason = serializers.CharField(help_text="Why, in plain words.")
+
+
 class SubmissionProblemSerializer(serializers.Serializer):
     level = serializers.IntegerField()
     number = serializers.IntegerField()
@@ -270,7 +341,8 @@ class SubmissionSerializer(serializers.Serializer):
     source = serializers.CharField(
         allow_null=True, help_text="Null when the problem keeps others' code private."
     )
-    urls = serializers.DictField(child=serializers.CharField())
+    urls = SubmissionUrlsSerializer()
+    ranking = RankingSerializer(help_text="Whether its result ranks on its board, and why not.")
     evaluation = EvaluationSerializer(allow_null=True)
 
 
@@ -294,6 +366,39 @@ class SubmissionListItemSerializer(serializers.Serializer):
         return self.context["request"].build_absolute_uri(
             f"/api/v1/submissions/{submission.pk}/"
         )
+
+
+# ---- API tokens ---------------------------------------------------------------------------------
+
+
+class TokenInputSerializer(serializers.Serializer):
+    name = serializers.CharField(
+        required=False, allow_blank=True, max_length=100,
+        help_text="To tell your tokens apart, e.g. 'my agent'.",
+    )
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=ApiToken.Scope.choices),
+        required=False,
+        allow_empty=False,
+        help_text="read: problems, hardware, your submissions; submit: new submissions. Both "
+        "when left out. A token can only make tokens with scopes it has itself.",
+    )
+
+
+class TokenSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="The key's first characters, to recognize it.")
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=ApiToken.Scope.choices))
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+
+
+class TokenCreatedSerializer(TokenSerializer):
+    key = serializers.CharField(
+        help_text="The key, shown this once (only its hash is stored). Send it as "
+        "`Authorization: Bearer KEY`."
+    )
 
 
 class QuotaSerializer(serializers.Serializer):
@@ -338,5 +443,6 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "source_hash": submission.source_hash,
         "source": submission.source if show_code else None,
         "urls": submission_urls(request, submission),
+        "ranking": submission_ranking(submission),
         "evaluation": evaluation,
     }

@@ -1,5 +1,6 @@
 """The `kb` command against a real server (daphne) and a real runner process."""
 
+import json
 import os
 import stat
 import subprocess
@@ -9,17 +10,20 @@ from pathlib import Path
 import pytest
 
 from kbcli import config
-from submissions.models import Submission
+from submissions.models import ApiToken, Submission
 from tests.api_support import token_for
 from tests.conftest import KERNELS, REPO
+from tests.leaderboard_factory import make_result
 
 
-def kb(*args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+def kb(
+    *args: str, home: Path, timeout: float = 300, stdin: str | None = None
+) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
     env.update({"XDG_CONFIG_HOME": str(home), "PYTHONUNBUFFERED": "1"})
     return subprocess.run(
         [sys.executable, "-m", "kbcli", *args], cwd=REPO, env=env, capture_output=True,
-        text=True, timeout=timeout,
+        text=True, timeout=timeout, input=stdin if stdin is not None else "",
     )
 
 
@@ -87,6 +91,7 @@ def test_kb_submit_wait_follows_a_real_runner_to_the_verdict(
     assert f"submission {submission.pk}: finished: correct" in progress
     assert f"Submission {submission.pk}: correct" in result.stdout
     assert "speedup" in result.stdout and "candidate" in result.stdout
+    assert "ranking    ranked, #1: Rank 1 on level1/901_Small_ReLU on cpu" in result.stdout
 
     status = kb("status", str(submission.pk), home=tmp_path)
     assert status.returncode == 0 and "correct" in status.stdout
@@ -95,3 +100,56 @@ def test_kb_submit_wait_follows_a_real_runner_to_the_verdict(
                home=tmp_path)
     assert board.returncode == 0, board.stderr
     assert "ada" in board.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_submit_refuses_a_file_that_does_not_parse_and_names_the_line(
+    tmp_path, live_site, user, relu_problem, cpu_hardware
+):
+    login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
+    assert login.returncode == 0, login.stderr
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n\nclass ModelNew(torch.nn.Module:\n    pass\n")
+    result = kb("submit", str(broken), "--level", "1", "--number", "901", "--backend", "torch",
+                "--hardware", "cpu", "--wait", home=tmp_path)
+    assert result.returncode == 1
+    assert "not valid Python" in result.stderr and "line 3" in result.stderr
+    assert "(HTTP 400)" in result.stderr
+    assert Submission.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_status_says_whether_the_result_ranks_and_why_not(
+    tmp_path, live_site, user, relu_problem, cpu_hardware
+):
+    ranked = make_result(problem=relu_problem, hardware=cpu_hardware, user=user, ms=1.0)
+    flagged = make_result(problem=relu_problem, hardware=cpu_hardware, user=user, ms=0.5,
+                          flags=("faster_than_light",))
+    login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
+    assert login.returncode == 0, login.stderr
+    status = kb("status", str(ranked.submission_id), home=tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert "ranking    ranked, #1: Rank 1 on level1/901_Small_ReLU on cpu" in status.stdout
+    status = kb("status", str(flagged.submission_id), home=tmp_path)
+    assert "ranking    flagged: Flagged" in status.stdout and "faster_than_light" in status.stdout
+    as_json = kb("status", str(ranked.submission_id), "--json", home=tmp_path)
+    assert '"state": "ranked"' in as_json.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_login_with_a_username_makes_a_token_and_never_saves_the_password(
+    tmp_path, live_site, user
+):
+    wrong = kb("login", "--url", live_site, "--username", "ada", stdin="wrong\n", home=tmp_path)
+    assert wrong.returncode == 1 and "Invalid username/password" in wrong.stderr
+    assert not (tmp_path / "kb" / "config.json").exists()
+
+    result = kb("login", "--url", live_site, "--username", "ada",
+                stdin="a-long-passphrase-1\n", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    saved = (tmp_path / "kb" / "config.json").read_text()
+    assert "a-long-passphrase-1" not in saved
+    token = ApiToken.objects.get(user=user)
+    assert token.name.startswith("kb on ") and token.scopes == ["read", "submit"]
+    assert ApiToken.hash_key(json.loads(saved)["token"]) == token.key_hash
+    assert kb("problems", home=tmp_path).returncode == 0
