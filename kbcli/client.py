@@ -111,6 +111,15 @@ class Client:
     def board(self, level: int, number: int, hardware: str) -> dict:
         return self.get(f"{API}/leaderboard/boards/{level}/{number}/{hardware}/")
 
+    def competitions(self) -> list[dict]:
+        return self.get(f"{API}/competitions/")["results"]
+
+    def competition(self, slug: str) -> dict:
+        return self.get(f"{API}/competitions/{slug}/")
+
+    def enter(self, slug: str, **fields: Any) -> dict:
+        return self.request("POST", f"{API}/competitions/{slug}/entries/", json=fields)
+
     def follow(
         self, submission: dict, *, timeout: float, on_event: Callable[[dict], None]
     ) -> dict:

@@ -194,17 +194,24 @@ def _finish(args, client: Client, submission: dict) -> int:
     return EXIT_OK if final.get("verdict") == "correct" else EXIT_FAILED
 
 
-def cmd_submit(args) -> int:
-    path = Path(args.file)
+def _read_source(path: Path) -> str | None:
+    """The kernel file's text, or None after saying why it cannot be read."""
     try:
         raw = path.read_bytes()
     except OSError as error:
         print(f"kb: cannot read {path}: {error.strerror}", file=sys.stderr)
-        return EXIT_USAGE
+        return None
     try:
-        source = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as error:
         print(f"kb: {path} is not UTF-8 text (byte {error.start})", file=sys.stderr)
+        return None
+
+
+def cmd_submit(args) -> int:
+    path = Path(args.file)
+    source = _read_source(path)
+    if source is None:
         return EXIT_USAGE
     client = client_from_config()
     fields = {"level": args.level, "number": args.number, "backend": args.backend,
@@ -241,6 +248,46 @@ def cmd_leaderboard(args) -> int:
     )
     emit(args, board, text)
     return EXIT_OK
+
+
+def cmd_competitions(args) -> int:
+    competitions = client_from_config().competitions()
+    rows = [[c["slug"], c["title"], c["hardware"], c["phase"] + (", final" if c["frozen"] else ""),
+             c["starts_at"][:16], c["ends_at"][:16]] for c in competitions]
+    emit(args, competitions, table(rows, ["slug", "title", "hardware", "phase", "starts", "ends"])
+         if rows else "No competitions.")
+    return EXIT_OK
+
+
+def cmd_standings(args) -> int:
+    competition = client_from_config().competition(args.slug)
+    rows = [[r["rank"], r["user"], r["points"], r["solved"]] for r in competition["standings"]]
+    title = (f"{competition['title']} on {competition['hardware']} ({competition['phase']}"
+             f"{', final' if competition['frozen'] else ''}): "
+             f"{', '.join(competition['problems'])}")
+    emit(args, competition, title + "\n" + (
+        table(rows, ["rank", "person", "points", "solved"]) if rows else "No entries yet."
+    ))
+    return EXIT_OK
+
+
+def cmd_enter(args) -> int:
+    source = _read_source(Path(args.file))
+    if source is None:
+        return EXIT_USAGE
+    client = client_from_config()
+    fields = {"problem": args.problem, "backend": args.backend, "source": source,
+              "filename": Path(args.file).name}
+    if args.precision:
+        fields["precision"] = args.precision
+    entry = client.enter(args.slug, **fields)
+    late = " (after the deadline: evaluated, not ranked)" if entry["after_deadline"] else ""
+    print(f"Entered {Path(args.file).name} as submission {entry['submission_id']}{late}",
+          file=sys.stderr)
+    if not args.wait:
+        emit(args, entry, str(entry["submission_id"]))
+        return EXIT_OK
+    return _finish(args, client, client.submission(entry["submission_id"]))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -293,6 +340,18 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--level", type=int, required=True)
     board.add_argument("--number", type=int, required=True)
     board.add_argument("--hardware", required=True)
+
+    command("competitions", cmd_competitions, "list competitions")
+    standings = command("standings", cmd_standings, "show a competition's rules and standings")
+    standings.add_argument("slug")
+    enter = command("enter", cmd_enter, "enter a kernel file in a competition")
+    enter.add_argument("slug")
+    enter.add_argument("file")
+    enter.add_argument("--problem", required=True, help="the problem's slug, e.g. level1/19_ReLU")
+    enter.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
+    enter.add_argument("--precision", help="fp32, fp16 or bf16")
+    enter.add_argument("--wait", action="store_true", help="follow it live to the verdict")
+    enter.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
     return parser
 
 

@@ -5,10 +5,13 @@ import os
 import stat
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
+from competitions.models import Competition, Entry
 from kbcli import config
 from submissions.models import ApiToken, Submission
 from tests.api_support import token_for
@@ -153,3 +156,32 @@ def test_kb_login_with_a_username_makes_a_token_and_never_saves_the_password(
     assert token.name.startswith("kb on ") and token.scopes == ["read", "submit"]
     assert ApiToken.hash_key(json.loads(saved)["token"]) == token.key_hash
     assert kb("problems", home=tmp_path).returncode == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_lists_competitions_enters_one_and_shows_its_standings(
+    tmp_path, live_site, user, relu_problem, cpu_hardware
+):
+    now = timezone.now()
+    competition = Competition.objects.create(
+        slug="relu-cup", title="ReLU cup", hardware=cpu_hardware, daily_limit=1,
+        starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=1), published=True,
+    )
+    competition.problems.set([relu_problem])
+    login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
+    assert login.returncode == 0, login.stderr
+
+    listed = kb("competitions", home=tmp_path)
+    assert listed.returncode == 0 and "relu-cup" in listed.stdout and "running" in listed.stdout
+    entered = kb("enter", "relu-cup", str(KERNELS / "relu_correct.py"), "--problem",
+                 relu_problem.slug, "--backend", "torch", home=tmp_path)
+    assert entered.returncode == 0, entered.stderr
+    entry = Entry.objects.get()
+    assert entered.stdout.strip() == str(entry.submission_id)
+    again = kb("enter", "relu-cup", str(KERNELS / "relu_correct.py"), "--problem",
+               relu_problem.slug, "--backend", "torch", home=tmp_path)
+    assert again.returncode == 1 and "today's 1 entries" in again.stderr
+
+    standings = kb("standings", "relu-cup", home=tmp_path)
+    assert standings.returncode == 0, standings.stderr
+    assert "ReLU cup on cpu (running)" in standings.stdout and "ada" in standings.stdout
