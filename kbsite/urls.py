@@ -8,6 +8,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("highlight.css", views.pygments_css, name="pygments_css"),
     path("accounts/", include("submissions.account_urls")),
+    path("accounts/logout/", views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("problems/", include("problems.urls")),
     path("hardware/", include("evaluation.urls")),

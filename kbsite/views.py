@@ -1,4 +1,6 @@
 from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -16,6 +18,9 @@ def home(request):
         .select_related("problem", "user", "model")
         .order_by("-finished_at")[:10]
     )
+    if request.GET.get("fragment") == "recent":
+        # The rows alone, which the page (static/kbsite/home.js) fetches to stay current.
+        return render(request, "_recent_rows.html", {"recent": recent})
     return render(
         request,
         "home.html",
@@ -40,3 +45,13 @@ def login_locked_out(request, response=None, credentials=None):
     form = AuthenticationForm(request, initial={"username": (credentials or {}).get("username")})
     context = {"form": form, "locked_out": True, "cooloff_minutes": minutes}
     return render(request, "registration/login.html", context, status=429)
+
+
+class LogoutView(auth_views.LogoutView):
+    """Django's logout, which then says so on the page it lands on."""
+
+    def post(self, request, *args, **kwargs):
+        response = super().post(request, *args, **kwargs)
+        # Kept in the message cookie, so it outlives the session that logging out flushed.
+        messages.info(request, "You are logged out.")
+        return response

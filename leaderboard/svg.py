@@ -1,6 +1,9 @@
 """Small server-rendered SVG charts: fast_p against p, a record's progress, a histogram.
 
-Every text that reaches the markup goes through escape(), so the result is safe to render.
+Every text that reaches the markup goes through escape(), so the result is safe to render. A
+chart with nothing to show is the empty string, so that pages leave its box out
+(`{% if chart %}`), and a title never ends in a dangling separator ("fast_p, " when the scope is
+empty reads "fast_p").
 """
 
 import math
@@ -30,7 +33,20 @@ def _fmt(value: float) -> str:
     return f"{value:.1f}"
 
 
+def clean_title(title: str) -> str:
+    """The title without a trailing separator or blank: "fast_p, " -> "fast_p"."""
+    return title.strip().rstrip(",;:·-–").strip()
+
+
+TITLE_CHARS = 80  # what fits across the chart; the whole title stays in <title>
+
+
+def _shown(title: str) -> str:
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+
+
 def _frame(title: str, body: list[str], *, x_label: str, y_label: str) -> SafeString:
+    title = clean_title(title)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
@@ -39,7 +55,7 @@ def _frame(title: str, body: list[str], *, x_label: str, y_label: str) -> SafeSt
         f"<title>{escape(title)}</title>",
         f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="#fff" '
         'stroke="#d9dee5"/>',
-        f'<text x="{LEFT}" y="{TOP - 10}" font-weight="600">{escape(title)}</text>',
+        f'<text x="{LEFT}" y="{TOP - 10}" font-weight="600">{escape(_shown(title))}</text>',
         f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 8}" text-anchor="middle">'
         f"{escape(x_label)}</text>",
         f'<text x="14" y="{TOP + plot_h / 2:.1f}" text-anchor="middle" '
@@ -51,12 +67,8 @@ def _frame(title: str, body: list[str], *, x_label: str, y_label: str) -> SafeSt
 
 
 def _empty(title: str, message: str) -> SafeString:
-    return _frame(
-        title,
-        [f'<text x="{LEFT + 20}" y="{HEIGHT / 2:.1f}" fill="#5b6573">{escape(message)}</text>'],
-        x_label="",
-        y_label="",
-    )
+    """Nothing to draw: no chart at all (the page says so in its table)."""
+    return mark_safe("")
 
 
 class _Scale:

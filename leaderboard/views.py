@@ -275,9 +275,17 @@ def submissions_compare(request):
     """Two submissions side by side: verdicts, timings, phases, and their code as a diff."""
     a_id, b_id = _submission_id(request.GET.get("a")), _submission_id(request.GET.get("b"))
     if a_id is None or b_id is None:
-        status = 400 if request.GET else 200
-        message = "Give two submission numbers, e.g. ?a=12&b=15." if request.GET else ""
-        return render(request, "leaderboard/compare.html", {"message": message}, status=status)
+        # The form alone (a submission's page links here with ?a=ID), or what is wrong.
+        asked = bool(request.GET.get("b")) or (bool(request.GET.get("a")) and a_id is None)
+        return render(
+            request,
+            "leaderboard/compare.html",
+            {
+                "message": "Give two submission numbers, e.g. ?a=12&b=15." if asked else "",
+                "a_value": a_id or "",
+            },
+            status=400 if asked else 200,
+        )
     found = Submission.objects.select_related("problem", "hardware", "user", "model").in_bulk(
         [a_id, b_id]
     )

@@ -15,6 +15,8 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
 from drf_spectacular.views import SpectacularSwaggerSplitView
 
+from evaluation.models import Hardware
+from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
 from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
 from submissions.models import ApiToken, Submission
@@ -44,6 +46,13 @@ ERROR_STATUS = {
 }
 
 
+def _human_choices(field) -> None:
+    """Show a choice field's stored values as people read them ("cuda" -> "CUDA")."""
+    field.choices = [
+        (value, human_label(value) if value else text) for value, text in field.choices
+    ]
+
+
 def _initial_problem(value: str) -> Problem | None:
     if value.isdigit():
         return Problem.objects.filter(pk=int(value)).first()
@@ -55,7 +64,23 @@ def submission_new(request):
     initial = {}
     if request.GET.get("problem"):
         initial["problem"] = _initial_problem(request.GET["problem"])
+    all_hardware = list(Hardware.objects.all())
+    if len(all_hardware) == 1:
+        initial["hardware"] = all_hardware[0].slug  # nothing to choose: chosen already
     form = SubmissionForm(request.POST or None, request.FILES or None, initial=initial)
+    # Offer only the backends some hardware runs (a CPU-only site offers no CUDA); the service
+    # refuses the others anyway. Hardware that does not list its backends may run any.
+    if all_hardware and all(hw.backends for hw in all_hardware):
+        runnable = {backend for hw in all_hardware for backend in hw.backends}
+        field = form.fields["backend"]
+        field.choices = [(v, t) for v, t in field.choices if v in runnable] or field.choices
+        form.fields["hardware"].help_text = " · ".join(
+            f"{hw.slug} runs {', '.join(human_label(b) for b in hw.backends)}"
+            for hw in all_hardware
+        )
+    _human_choices(form.fields["backend"])
+    problem = initial.get("problem")
+    public_code = bool(problem and problem.code_is_public())
     status = 200
     retry_after = None
     if request.method == "POST":
@@ -83,7 +108,7 @@ def submission_new(request):
     response = render(
         request,
         "submissions/new.html",
-        {"form": form, "quota": quota_usage(user=request.user)},
+        {"form": form, "quota": quota_usage(user=request.user), "public_code": public_code},
         status=status,
     )
     if retry_after:
@@ -150,6 +175,7 @@ def submission_status(request, pk: int):
 @login_required
 def my_submissions(request):
     filters = SubmissionFilterForm(request.GET or None)
+    _human_choices(filters.fields["backend"])
     values = filters.cleaned_data if filters.is_valid() else {}
     submissions = user_submissions(user=request.user, filters=values)
     page = Paginator(submissions, 50).get_page(request.GET.get("page"))

@@ -49,6 +49,8 @@ def test_code_that_is_not_public_is_never_diffed(client, pair):
 def test_it_says_what_is_wrong_with_the_request(client, pair):
     fast, _ = pair
     assert client.get(URL).status_code == 200  # the empty form
+    prefilled = client.get(URL, {"a": fast})  # from a submission's page
+    assert prefilled.status_code == 200 and f'value="{fast}"' in prefilled.content.decode()
     bad = client.get(URL, {"a": fast, "b": "x"})
     assert bad.status_code == 400 and "Give two submission numbers" in bad.content.decode()
     missing = client.get(URL, {"a": fast, "b": 99999})

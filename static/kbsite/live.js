@@ -24,21 +24,73 @@
     };
   }
 
+  function label(v) { return window.kbLabel ? window.kbLabel(v) : (v || ""); }
+
+  function seconds(total) {
+    total = Math.max(0, total);
+    if (total < 10) { return total.toFixed(1) + " s"; }
+    var whole = Math.round(total);
+    if (whole < 60) { return whole + " s"; }
+    var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (whole < 3600) { return Math.floor(whole / 60) + " min " + pad(whole % 60) + " s"; }
+    return Math.floor(whole / 3600) + " h " + pad(Math.floor(whole % 3600 / 60)) + " min";
+  }
+
+  // What the runner is doing, in words (as the page renders it): never blank while it runs.
+  function progressText(state) {
+    var p = state.progress || {};
+    if (state.status !== "running") { return ""; }
+    if (p.type === "trial" && p.n) { return "trial " + p.k + " of " + p.n; }
+    if (p.phase) { return label(p.phase); }
+    return "starting";
+  }
+
+  var clock = { started: null, finished: null, timer: null };
+  function showElapsed(status) {
+    var el = document.getElementById("elapsed");
+    if (!el) { return; }
+    if (status === "running" && clock.started) {
+      el.textContent = "running for " + seconds((Date.now() - clock.started) / 1000);
+    } else if (status === "finished" && clock.started && clock.finished) {
+      el.textContent = "took " + seconds((clock.finished - clock.started) / 1000);
+    } else if (status !== "finished") {
+      el.textContent = "";
+    }
+  }
+
   function renderSubmission(state) {
     if (!state || !state.status) { return; }
-    setText("status", state.status);
-    setText("queue-position", state.queue_position ? "(position " + state.queue_position + " in the queue)" : "");
-    var p = state.progress || {};
-    var progress = "";
-    if (state.status === "running") {
-      if (p.type === "trial") { progress = "checking trial " + p.k + " of " + p.n; }
-      else if (p.phase) { progress = p.phase; }
+    var status = document.getElementById("status");
+    if (status) {
+      status.textContent = state.status;
+      status.className = "badge " + state.status;
     }
-    setText("progress", progress);
+    if (state.status === "running" && !clock.started) { clock.started = Date.now(); }
+    if (state.status === "finished" && !clock.finished) {
+      clock.finished = clock.started ? Date.now() : null;
+    }
+    if (clock.timer === null && state.status === "running") {
+      clock.timer = setInterval(function () {
+        var now = document.getElementById("status");
+        showElapsed(now ? now.textContent : "");
+        if (now && now.textContent !== "running") { clearInterval(clock.timer); clock.timer = null; }
+      }, 1000);
+    }
+    showElapsed(state.status);
+    setText("queue-position", state.status === "queued" && state.queue_position ? "(position " + state.queue_position + " in the queue)" : "");
+    setText("progress", progressText(state));
+    var bar = document.getElementById("progress-bar");
+    var p = state.progress || {};
+    if (bar) {
+      var trial = state.status === "running" && p.type === "trial" && p.n;
+      bar.hidden = !trial;
+      if (trial) { bar.max = p.n; bar.value = p.k; }
+    }
     var verdict = document.getElementById("verdict");
     if (verdict && state.verdict) {
-      verdict.textContent = state.verdict;
+      verdict.textContent = label(state.verdict);
       verdict.className = "verdict " + state.verdict;
+      verdict.dataset.verdict = state.verdict;
     }
     var ev = state.evaluation;
     var summary = document.getElementById("result-summary");
@@ -46,12 +98,13 @@
       summary.textContent = "";
       var table = document.createElement("table");
       [["Candidate median", fmtMs(ev.candidate_ms)], ["Reference median", fmtMs(ev.reference_ms)],
-       ["Speedup", fmtX(ev.speedup)], ["Flags", (ev.flags || []).join(", ")], ["Error", ev.error || ""]]
+       ["Speedup", fmtX(ev.speedup)], ["Flags", (ev.flags || []).map(label).join(", ")]]
         .forEach(function (row) {
           if (!row[1]) { return; }
           var tr = table.insertRow();
           var th = document.createElement("th"); th.textContent = row[0]; tr.appendChild(th);
-          var td = tr.insertCell(); td.textContent = row[1];
+          // The error itself is in the evaluation below (submissions/evaluation.js loads it).
+          tr.insertCell().textContent = row[1];
         });
       summary.appendChild(table);
     }
@@ -59,6 +112,10 @@
 
   function startSubmission(section) {
     var polling = false;
+    // The server's times where the page has them (Unix seconds), else when this page saw the
+    // change.
+    if (section.dataset.started) { clock.started = Number(section.dataset.started) * 1000 || null; }
+    if (section.dataset.finished) { clock.finished = Number(section.dataset.finished) * 1000 || null; }
     function poll() {
       fetch(section.dataset.pollUrl, { headers: { Accept: "application/json" } })
         .then(function (r) { return r.json(); })

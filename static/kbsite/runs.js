@@ -42,7 +42,15 @@
       p.steps.forEach(function (s) {
         var tr = document.createElement("tr");
         cell(tr, link(p.url, p.slug)); cell(tr, s.sample); cell(tr, s.turn);
-        cell(tr, s.status).title = s.error || "";
+        var status = cell(tr, s.status);
+        status.title = s.error || "";
+        status.dataset.status = s.status || "";
+        if (s.error) {
+          var why = document.createElement("div");
+          why.className = "muted step-error";
+          why.textContent = s.error.length > 300 ? s.error.slice(0, 299) + "…" : s.error;
+          status.appendChild(why);
+        }
         var sub = document.createElement("span");
         if (s.submission) {
           sub.appendChild(link(s.submission_url, "#" + s.submission));
@@ -51,7 +59,7 @@
         cell(tr, sub);
         var verdict = document.createElement("span");
         verdict.className = "verdict " + (s.verdict || "");
-        verdict.textContent = s.verdict || "";
+        verdict.textContent = kbLabel(s.verdict);
         cell(tr, verdict);
         cell(tr, s.speedup ? fixed(s.speedup, 2) + "×" : "");
         body.appendChild(tr);

@@ -1,0 +1,625 @@
+"""Every page of the site in a real browser, at a desktop and a phone width.
+
+The real server (daphne, as the `live_site` fixture starts it, but with DEBUG off and the static
+files collected, as `make run` serves the site) on the real test database, and Debian's chromium
+through Playwright. Each page is visited as an anonymous visitor, a user and staff, on an
+empty site and on a filled one (results, flags, failed kernels, model runs, many runners), at 1280
+and 390 px wide. A visit fails on:
+
+- horizontal overflow: the document is wider than the window (`scrollWidth > innerWidth`); wide
+  tables must scroll inside their own container, never the page;
+- a console error or an uncaught exception in the page;
+- a failed request: a response with status >= 400 (other than the 404 page we ask for) or a
+  request that did not complete.
+
+Every visit leaves a full-page screenshot, `<state>-<role>-<width>-<page>.png`, in the folder
+named by the environment variable `KB_SCREENSHOTS` (made when missing), or else in pytest's
+temporary folder of the test (`tmp_path/screenshots`; pytest keeps the last runs' folders under
+its basetemp). The pages come from the URLconfs (kbsite/urls.py and each app's urls.py); the
+Django admin (Django's own pages) and the file downloads (CSV, JSON, source) are left out.
+"""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from evaluation.models import Baseline, Evaluation, Runner
+from evaluation.services import hardware_register
+from submissions.models import ApiToken, Model, Run, Submission
+from submissions.services import api_token_create
+from tests.conftest import REPO, free_port, process_env, stop_process, wait_for
+from tests.leaderboard_factory import make_problem, make_result, make_submission
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+WIDTHS = (1280, 390)
+PASSWORD = "a-long-passphrase-1"
+LONG_NAME = "Conv3d_GroupNorm_Mean_Softplus_Tanh_Multiply_BatchNorm_Sum_Residual_Add"
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    folder = Path(os.environ["KB_SCREENSHOTS"]) if os.environ.get("KB_SCREENSHOTS") else (
+        tmp_path / "screenshots"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+# ---- the site as `make run` serves it ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def production_var(tmp_path_factory) -> Path:
+    """A var/ folder with the static files collected, as `make run` has it (DEBUG off)."""
+    var = tmp_path_factory.mktemp("var")
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=REPO, env=_production_env(var), check=True, capture_output=True,
+    )
+    return var
+
+
+def _production_env(var: Path) -> dict[str, str]:
+    return process_env(
+        DEBUG="0", KBSITE_VAR_DIR=str(var), SECRET_KEY="page-test-key-" + "x" * 40,
+        ALLOWED_HOSTS="127.0.0.1,localhost", SECURE_COOKIES="0",
+    )
+
+
+@pytest.fixture
+def site_url(production_var, tmp_path):
+    """The real ASGI server (daphne) with DEBUG off: the site's own 404 page, whitenoise's
+    static files, the production content security policy; on this run's database."""
+    port = free_port()
+    log = open(tmp_path / "daphne.log", "w")  # noqa: SIM115 (open while the server runs)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "kbsite.asgi:application"],
+        cwd=REPO, env=_production_env(production_var), stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+    def listening() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(listening, timeout=30)
+    yield f"http://127.0.0.1:{port}"
+    stop_process(process)
+
+
+# ---- the two states of the site ----------------------------------------------------------------
+
+
+def fill_empty(sample_problems) -> dict:
+    """A new site: the sample problems and one hardware, and nothing done with them yet.
+
+    A model with a run that has not started and one queued submission, so that the pages of one
+    such thing can be visited in their empty state too.
+    """
+    cpu = hardware_register(slug="cpu", name="CPU", kind="cpu", backends=["torch", "cpp"])
+    users = _users()
+    relu = sample_problems["level1/901_Small_ReLU"]
+    llm = Model.objects.create(litellm_name="openai/gpt-test", display_name="GPT Test")
+    run = Run.objects.create(name="first-sweep", model=llm, hardware=cpu)
+    run.problems.add(relu)
+    queued = Submission.objects.create(
+        user=users["user"],
+        problem=relu,
+        problem_version=relu.current_version,
+        hardware=cpu,
+        backend="torch",
+        source="import torch\n",
+        source_hash="0" * 64,
+        status=Submission.Status.QUEUED,
+    )
+    return {
+        "problem": relu,
+        "hardware": cpu,
+        "model": llm,
+        "run": run,
+        "submissions": {"queued": queued},
+        "username": users["user"].username,
+    }
+
+
+def fill_busy(sample_problems) -> dict:
+    """A site in use: ranked results, flagged and failed kernels, model runs, many runners."""
+    site = fill_empty(sample_problems)
+    cpu, relu, llm, run = site["hardware"], site["problem"], site["model"], site["run"]
+    gpu = hardware_register(
+        slug="h200", name="NVIDIA H200 141GB HBM3e", kind="gpu", arch="sm_90", gpu_count=8,
+        backends=["cuda", "triton", "cpp", "torch"], torch_version="2.13.0",
+        cuda_version="12.8", triton_version="3.6.0", driver_version="570.124.06",
+    )
+    User = get_user_model()
+    ada = User.objects.get(username="ada")
+    others = [
+        User.objects.create_user(username=name, password=PASSWORD)
+        for name in ("bob", "a_person_with_a_rather_long_username_indeed")
+    ]
+    long_llm = Model.objects.create(
+        litellm_name="openrouter/deepseek/deepseek-r1-distill-qwen-32b-instruct-preview",
+        display_name="DeepSeek R1 Distill Qwen 32B Instruct (preview)",
+    )
+    run.status = Run.Status.FINISHED
+    run.prompt_tokens, run.completion_tokens, run.cost_usd = 123_456, 654_321, 12.3456
+    run.save()
+    long_problem = make_problem(2, 76)
+    long_problem.name = LONG_NAME
+    long_problem.slug = f"level2/76_{LONG_NAME}"
+    long_problem.save()
+    problems = [relu, long_problem, *(make_problem(1, n) for n in range(30, 34))]
+    for hardware in (cpu, gpu):
+        for mode, ms in (("eager", 2.0), ("compile", 1.5)):
+            Baseline.objects.create(problem=relu, hardware=hardware, mode=mode, median_ms=ms,
+                                    torch_version="2.13.0")
+    ranked = None
+    for index, problem in enumerate(problems):
+        for hardware in (cpu, gpu):
+            ranked = make_result(problem=problem, hardware=hardware, user=ada, ms=1.0 + index,
+                                 speedup_compile=1.3)
+            make_result(problem=problem, hardware=hardware, user=others[0], ms=3.0 + index)
+            make_result(problem=problem, hardware=hardware, user=others[1], ms=0.5 + index)
+            make_result(problem=problem, hardware=hardware, model=llm, run=run, ms=1.7 + index,
+                        speedup_compile=0.8)
+            make_result(problem=problem, hardware=hardware, model=long_llm, ms=0.9 + index)
+    make_result(problem=relu, hardware=cpu, user=others[0], ms=0.001,
+                flags=("timing_underreported", "output_aliases_input"))
+    compile_error = make_result(problem=relu, hardware=cpu, user=ada, verdict="compile_error",
+                                ms=None)
+    incorrect = make_result(
+        problem=relu, hardware=cpu, user=ada, verdict="incorrect", ms=5.0,
+        trials=[{"k": 1, "passed": False, "max_abs_diff": 0.123456789012345678,
+                 "mean_abs_diff": 0.0123456789012345678, "reason": "output mismatch"}],
+    )
+    running = make_submission(problem=long_problem, hardware=gpu, user=ada)
+    Submission.objects.filter(pk=running.pk).update(
+        status=Submission.Status.RUNNING, started_at=timezone.now(),
+        progress={"type": "trial", "k": 2, "n": 5},
+    )
+    for n in range(30):
+        make_submission(problem=problems[n % len(problems)], hardware=gpu, user=ada,
+                        backend=("cuda", "triton", "cpp", "torch")[n % 4])
+    for name in ("laptop", "ci-runner-with-a-long-descriptive-name"):
+        api_token_create(user=ada, name=name, scopes=["read", "submit"])
+    ApiToken.objects.filter(name="laptop").update(last_used_at=timezone.now())
+    # Runners: two online (their heartbeat is ahead of the test's duration) and many left
+    # offline by restarts, as on a host that restarted its runners all day.
+    later = timezone.now() + timedelta(hours=1)
+    for index in range(2):
+        Runner.objects.create(name=f"gpu-host-01.example.org:gpu{index}", hardware=gpu,
+                              host="gpu-host-01.example.org", device_index=index,
+                              last_seen=later, current_submission_id=running.pk if not index
+                              else None, evaluations_done=40 + index)
+    for index in range(12):
+        Runner.objects.create(name=f"gpu-host-01.example.org:{4000 + index}", hardware=gpu,
+                              host="gpu-host-01.example.org", pid=4000 + index,
+                              last_seen=timezone.now() - timedelta(hours=index + 1))
+    Runner.objects.create(name="cpu-host:cpu:1", hardware=cpu, host="cpu-host",
+                          last_seen=timezone.now() - timedelta(days=2))
+    # The submission keeps its last evaluation's verdict, as Submission.mark_finished does.
+    for evaluation in Evaluation.objects.order_by("attempt"):
+        Submission.objects.filter(pk=evaluation.submission_id).update(
+            verdict=evaluation.verdict, finished_at=evaluation.finished_at
+        )
+    site["submissions"].update(
+        {
+            "correct": ranked.submission,
+            "compile_error": compile_error.submission,
+            "incorrect": incorrect.submission,
+            "running": running,
+        }
+    )
+    site["long_problem"] = long_problem
+    return site
+
+
+def _users() -> dict:
+    User = get_user_model()
+    return {
+        "user": User.objects.create_user(username="ada", password=PASSWORD),
+        "staff": User.objects.create_user(username="root", password=PASSWORD, is_staff=True,
+                                          is_superuser=True),
+    }
+
+
+# ---- the pages ---------------------------------------------------------------------------------
+
+
+def pages(site: dict) -> list[tuple[str, str]]:
+    """(name, path) of every page to visit, from the URLconfs."""
+    problem, hardware = site["problem"], site["hardware"]
+    listed = [
+        ("home", "/"),
+        ("problems", "/problems/"),
+        ("problem", f"/problems/{problem.level}/{problem.number}/"),
+        ("leaderboards", "/leaderboard/"),
+        ("board", f"/leaderboard/{problem.level}/{problem.number}/{hardware.slug}/"),
+        ("leaderboard-model", f"/leaderboard/models/{site['model'].pk}/"),
+        ("leaderboard-run", f"/leaderboard/runs/{site['run'].pk}/"),
+        ("leaderboard-user", f"/leaderboard/users/{site['username']}/"),
+        ("leaderboard-people", "/leaderboard/people/"),
+        ("competitions", "/competitions/"),
+        ("submissions", "/submissions/"),
+        ("submit", f"/submissions/new/?problem={problem.pk}"),
+        ("runs", "/runs/"),
+        ("run", f"/runs/{site['run'].pk}/"),
+        ("hardware", "/hardware/"),
+        ("profile", "/accounts/profile/"),
+        ("login", "/accounts/login/"),
+        ("signup", "/accounts/signup/"),
+        ("api-docs", "/api/docs/"),
+        ("not-found", "/no-such-page/"),
+    ]
+    for label, submission in site["submissions"].items():
+        listed.append((f"submission-{label}", f"/submissions/{submission.pk}/"))
+    if "correct" in site["submissions"]:
+        a, b = site["submissions"]["correct"].pk, site["submissions"]["incorrect"].pk
+        listed.append(("compare", f"/leaderboard/compare/?a={a}&b={b}"))
+    if "long_problem" in site:
+        p = site["long_problem"]
+        listed.append(("problem-long", f"/problems/{p.level}/{p.number}/"))
+        listed.append(("board-long", f"/leaderboard/{p.level}/{p.number}/h200/"))
+    return listed
+
+
+class Visit:
+    """One page in a fresh tab, with what went wrong while it loaded."""
+
+    def __init__(self, context, base: str, *, allow_404: bool = False) -> None:
+        self.base = base
+        self.allow_404 = allow_404
+        self.problems: list[str] = []
+        self.recording = True
+        self.page = context.new_page()
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda error: self._note(f"uncaught exception: {error}"))
+        self.page.on("response", self._response)
+        self.page.on("requestfailed", self._failed)
+
+    def _note(self, text: str) -> None:
+        if self.recording:
+            self.problems.append(text)
+
+    def _console(self, message) -> None:
+        if message.type != "error":
+            return
+        # Chrome also logs the 404 page we asked for as a failed resource.
+        if (
+            self.allow_404
+            and "status of 404" in message.text
+            and message.location.get("url") == self.page.url
+        ):
+            return
+        self._note(f"console error: {message.text}")
+
+    def _response(self, response) -> None:
+        if response.status < 400:
+            return
+        if (
+            self.allow_404
+            and response.status == 404
+            and response.request.resource_type == "document"
+        ):
+            return
+        self._note(f"{response.status} for {response.url}")
+
+    def _failed(self, request) -> None:
+        self._note(f"request failed: {request.url} ({request.failure})")
+
+    def check(self, *, shot: Path) -> list[str]:
+        self.page.wait_for_load_state("networkidle")
+        widths = self.page.evaluate(
+            "() => [document.documentElement.scrollWidth, window.innerWidth]"
+        )
+        if widths[0] > widths[1]:
+            wide = self.page.evaluate(WIDEST_ELEMENTS)
+            self._note(f"horizontal overflow: {widths[0]} px wide at {widths[1]} px ({wide})")
+        self.page.screenshot(path=str(shot), full_page=True)
+        self.recording = False  # what the closing tab aborts is not the page's fault
+        return self.problems
+
+    def close(self) -> None:
+        self.recording = False
+        self.page.close()
+
+
+# Which elements stick out past the window: named in the failure, to find the culprit at once.
+WIDEST_ELEMENTS = """() => {
+  const w = window.innerWidth, out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (r.right > w + 1 && r.width > 0) {
+      let inScroller = false;
+      for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+        const s = getComputedStyle(p).overflowX;
+        if (s === 'auto' || s === 'scroll' || s === 'hidden') { inScroller = true; break; }
+      }
+      if (!inScroller) {
+        const cls = typeof el.className === 'string' && el.className
+          ? '.' + el.className.split(' ').join('.') : '';
+        out.push(el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + cls +
+                 ' right=' + Math.round(r.right));
+      }
+    }
+  }
+  return out.slice(0, 5).join(', ');
+}"""
+
+
+# What some pages must show, beyond fitting and loading cleanly: {page: check(page, state)}, each
+# returning what is wrong.
+def _texts(page, selector: str) -> list[str]:
+    return [text.strip() for text in page.locator(selector).all_text_contents()]
+
+
+def _check_every_page(page, state: str) -> list[str]:
+    wrong = []
+    if page.url.endswith("/api/docs/"):
+        if page.locator("header a[href='/']").count() == 0:
+            wrong.append("the API docs have no way back to the site")
+    elif page.locator("header nav a[href='/api/docs/']").count() != 1:
+        wrong.append("the navigation has no link to the API docs")
+    if page.locator("link[rel=icon]").count() != 1:
+        wrong.append("no favicon")
+    return wrong
+
+
+def _check_charts(page, state: str) -> list[str]:
+    wrong = []
+    titles = _texts(page, "figure.chart svg > title")
+    wrong += [f"chart title {t!r} ends in a comma" for t in titles if t.endswith(",")]
+    if state == "empty" and page.locator("figure.chart").count():
+        wrong.append("an empty site shows chart boxes")
+    if state == "filled" and not titles:
+        wrong.append("no charts on a filled site")
+    return wrong
+
+
+def _check_hardware(page, state: str) -> list[str]:
+    if state != "filled":
+        return []
+    gpu = page.locator("#hardware-h200")
+    wrong = []
+    if gpu.locator("table.runners td.online").count() != 2:
+        wrong.append("the two online runners are not listed")
+    summary = gpu.locator("details.offline-runners summary")
+    if summary.count() != 1 or "12 offline runners" not in summary.text_content():
+        wrong.append("the 12 offline runners are not counted and folded away")
+    elif gpu.locator("details.offline-runners").get_attribute("open") is not None:
+        wrong.append("the offline runners are not folded away")
+    return wrong
+
+
+def _check_verdict(expected: str):
+    def check(page, state: str) -> list[str]:
+        shown = page.text_content("#verdict").strip()
+        return [] if shown == expected else [f"verdict reads {shown!r}, not {expected!r}"]
+
+    return check
+
+
+def _check_running(page, state: str) -> list[str]:
+    status, progress = page.text_content("#status").strip(), page.text_content("#progress")
+    wrong = [] if status == "running" else [f"status reads {status!r}"]
+    if "trial 2 of 5" not in progress:
+        wrong.append(f"progress reads {progress!r}, not the trial")
+    if "running for" not in page.text_content("#elapsed"):
+        wrong.append("no elapsed time")
+    return wrong
+
+
+def _check_submit(page, state: str) -> list[str]:
+    """Backends by their names, only those some hardware runs; the only hardware chosen."""
+    labels = set(_texts(page, "select[name=backend] option"))
+    expected = {"CUDA", "C++", "Triton", "PyTorch"} if state == "filled" else {"C++", "PyTorch"}
+    wrong = [] if labels == expected else [f"backends offered as {sorted(labels)}"]
+    chosen = page.eval_on_selector("select[name=hardware]", "s => s.value")
+    if state == "empty" and chosen != "cpu":
+        wrong.append(f"the only hardware is not chosen ({chosen!r})")
+    return wrong
+
+
+PAGE_CHECKS = {
+    "leaderboards": _check_charts,
+    "leaderboard-model": _check_charts,
+    "hardware": _check_hardware,
+    "submission-compile_error": _check_verdict("compile error"),
+    "submission-running": _check_running,
+    "submit": _check_submit,
+}
+
+
+def log_in(context, base: str, username: str) -> None:
+    page = context.new_page()
+    page.goto(f"{base}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    page.close()
+
+
+def visit_all(browser, base: str, site: dict, *, state: str, role: str, folder: Path) -> dict:
+    """Visit every page at every width; return {visit name: [problems]} for the failing ones."""
+    failures: dict[str, list[str]] = {}
+    visited = 0
+    for width in WIDTHS:
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        try:
+            if role != "anonymous":
+                log_in(context, base, "ada" if role == "user" else "root")
+            for name, path in pages(site):
+                visit = Visit(context, base, allow_404=name == "not-found")
+                try:
+                    answer = visit.page.goto(base + path)
+                    if name == "not-found":
+                        assert answer.status == 404, f"{path} answered {answer.status}"
+                    found = visit.check(shot=folder / f"{state}-{role}-{width}-{name}.png")
+                    found += _check_every_page(visit.page, state)
+                    check = PAGE_CHECKS.get(name)
+                    if check and not (name == "submit" and role == "anonymous"):
+                        found += check(visit.page, state)
+                finally:
+                    visit.close()
+                visited += 1
+                if found:
+                    failures[f"{name} at {width} px"] = found
+            if role != "anonymous":
+                found = _token_and_logout(context, base, folder, f"{state}-{role}-{width}")
+                visited += 2
+                for key, value in found.items():
+                    failures[f"{key} at {width} px"] = value
+        finally:
+            context.close()
+    return {"failures": failures, "visited": visited}
+
+
+def _token_and_logout(context, base: str, folder: Path, prefix: str) -> dict:
+    """The page a new API token is shown on, and the page after logging out."""
+    failures = {}
+    visit = Visit(context, base)
+    try:
+        visit.page.goto(f"{base}/accounts/profile/")
+        visit.page.fill("#token-form input[name=name]", "from-the-page-test")
+        visit.page.click("#token-form button[type=submit]")
+        visit.page.wait_for_selector("#new-token-key")
+        found = visit.check(shot=folder / f"{prefix}-token-created.png")
+    finally:
+        visit.close()
+    if found:
+        failures["token-created"] = found
+    visit = Visit(context, base)
+    try:
+        visit.page.goto(f"{base}/")
+        visit.page.click("header form[action$='/logout/'] button")
+        visit.page.wait_for_url(f"{base}/")
+        found = visit.check(shot=folder / f"{prefix}-logged-out.png")
+        messages = visit.page.locator(".messages")
+        message = messages.text_content() if messages.count() else ""
+        if "logged out" not in message.lower():
+            found.append(f"no message after logging out (messages: {message!r})")
+    finally:
+        visit.close()
+    if found:
+        failures["logged-out"] = found
+    return failures
+
+
+# ---- the tests ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["anonymous", "user", "staff"])
+def test_every_page_of_an_empty_site_fits_a_phone_and_a_desktop_without_errors(
+    browser, site_url, sample_problems, tmp_path, role
+):
+    site = fill_empty(sample_problems)
+    result = visit_all(browser, site_url, site, state="empty", role=role,
+                       folder=screenshot_dir(tmp_path))
+    assert result["visited"] >= len(pages(site)) * len(WIDTHS)
+    assert not result["failures"], _report(result["failures"])
+
+
+@pytest.mark.parametrize("role", ["anonymous", "user", "staff"])
+def test_every_page_of_a_busy_site_fits_a_phone_and_a_desktop_without_errors(
+    browser, site_url, sample_problems, tmp_path, role
+):
+    site = fill_busy(sample_problems)
+    result = visit_all(browser, site_url, site, state="filled", role=role,
+                       folder=screenshot_dir(tmp_path))
+    assert result["visited"] >= len(pages(site)) * len(WIDTHS)
+    assert not result["failures"], _report(result["failures"])
+
+
+def _report(failures: dict) -> str:
+    lines = [f"{len(failures)} visit(s) failed:"]
+    for name, found in failures.items():
+        lines.append(f"- {name}:")
+        lines.extend("    " + re.sub(r"\s+", " ", item)[:400] for item in found)
+    return "\n".join(lines)
+
+
+def test_the_submission_page_shows_live_progress_trial_by_trial_and_the_time_taken(
+    browser, site_url, sample_problems
+):
+    """The events a runner sends while it evaluates (kbsite.live.publish of the status payload,
+    as gpu_runner.services does) move the page along: the status word never goes blank, the
+    trials count up with a bar, the elapsed time runs, and the verdict reads as words."""
+    from playwright.sync_api import expect
+
+    from kbsite.live import publish, submission_group
+    from submissions.selectors import submission_status_payload
+
+    site = fill_empty(sample_problems)
+    submission = site["submissions"]["queued"]
+
+    def send(kind: str, **changes) -> None:
+        Submission.objects.filter(pk=submission.pk).update(**changes)
+        submission.refresh_from_db()
+        publish(submission_group(submission.pk),
+                {"type": kind, **submission_status_payload(submission)})
+
+    page = browser.new_page(viewport={"width": 390, "height": 900})
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{site_url}/submissions/{submission.pk}/")
+    expect(page.locator("#status")).to_have_text("queued")
+    page.evaluate("window.__sameDocument = true")
+
+    send("progress", status=Submission.Status.RUNNING, started_at=timezone.now(),
+         progress={"type": "phase", "phase": "compiling"})
+    expect(page.locator("#status")).to_have_text("running", timeout=15_000)
+    expect(page.locator("#progress")).to_have_text("compiling")
+    expect(page.locator("#elapsed")).to_contain_text("running for")
+    for k in (1, 3):
+        send("progress", progress={"type": "trial", "k": k, "n": 5})
+        expect(page.locator("#progress")).to_have_text(f"trial {k} of 5", timeout=15_000)
+        assert page.text_content("#status") == "running"
+        assert page.locator("#progress-bar").is_visible()
+        assert page.eval_on_selector("#progress-bar", "bar => [bar.value, bar.max]") == [k, 5]
+    send("progress", progress={"type": "phase", "phase": "timing"})
+    expect(page.locator("#progress")).to_have_text("timing", timeout=15_000)
+    assert page.locator("#progress-bar").is_hidden()
+
+    evaluation = make_result(problem=submission.problem, hardware=submission.hardware,
+                             submission=submission, verdict="compile_error", ms=None)
+    submission.mark_finished(verdict=evaluation.verdict)
+    send("status")
+    expect(page.locator("#verdict")).to_have_text("compile error", timeout=15_000)
+    expect(page.locator("#status")).to_have_text("finished")
+    expect(page.locator("#progress")).to_have_text("")
+    expect(page.locator("#elapsed")).to_contain_text("took")
+    assert page.evaluate("window.__sameDocument") is True
+    assert errors == []
+    page.close()
+
+
+def test_the_start_page_shows_a_new_result_without_a_reload(browser, site_url, sample_problems):
+    from playwright.sync_api import expect
+
+    site = fill_empty(sample_problems)
+    page = browser.new_page()
+    page.goto(f"{site_url}/")
+    expect(page.locator("#recent-results tbody tr.empty")).to_have_count(1)
+    page.evaluate("window.__sameDocument = true")
+
+    evaluation = make_result(problem=site["problem"], hardware=site["hardware"],
+                             user=get_user_model().objects.get(username="ada"),
+                             verdict="compile_error", ms=None)
+    evaluation.submission.mark_finished(verdict=evaluation.verdict)
+
+    row = page.locator("#recent-results tbody tr").first
+    expect(row).to_contain_text(f"#{evaluation.submission_id}", timeout=30_000)
+    expect(row).to_contain_text("compile error")
+    assert row.locator("a[href='/leaderboard/users/ada/']").count() == 1
+    assert page.evaluate("window.__sameDocument") is True
+    page.close()
