@@ -18,6 +18,7 @@ from drf_spectacular.views import SpectacularSwaggerSplitView
 from evaluation.models import Hardware
 from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
+from problems.services import kernel_starter
 from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
 from submissions.models import ApiToken, Submission
 from submissions.quotas import quota_usage
@@ -64,6 +65,11 @@ def submission_new(request):
     initial = {}
     if request.GET.get("problem"):
         initial["problem"] = _initial_problem(request.GET["problem"])
+        # A start: the reference as a ModelNew skeleton, where its page shows the reference.
+        chosen = initial["problem"]
+        listed = (Problem.Status.PUBLISHED, Problem.Status.RETIRED)
+        if chosen is not None and (chosen.status in listed or request.user.is_staff):
+            initial["source"] = kernel_starter(chosen)
     all_hardware = list(Hardware.objects.all())
     if len(all_hardware) == 1:
         initial["hardware"] = all_hardware[0].slug  # nothing to choose: chosen already

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from evaluation.models import Evaluation
 from problems.models import Problem
+from problems.services import kernel_starter
 from submissions.models import Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source
@@ -92,6 +93,18 @@ def test_an_uploaded_file_is_submitted_with_its_name(client, relu_problem, cpu_h
 def test_the_form_preselects_the_problem_from_the_link(client, relu_problem, cpu_hardware):
     page = client.get(f"/submissions/new/?problem={relu_problem.pk}").content.decode()
     assert f'<option value="{relu_problem.pk}" selected>' in page
+
+
+def test_the_link_from_a_problem_starts_from_its_reference_as_a_model_new_skeleton(
+    client, relu_problem, cpu_hardware
+):
+    page = client.get(f"/submissions/new/?problem={relu_problem.pk}").content.decode()
+    assert "class ModelNew(" in page and "class Model(" not in page
+    assert f"# Your kernel for {relu_problem.slug}" in page
+    # The skeleton passes the upload check as it is, and is evaluated like any kernel.
+    starter = kernel_starter(relu_problem)
+    response = client.post("/submissions/new/", form(relu_problem, source=starter))
+    assert response.status_code == 302 and Submission.objects.get().source == starter
 
 
 def test_it_rejects_an_upload_that_is_not_utf8(client, relu_problem, cpu_hardware):
