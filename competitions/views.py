@@ -14,7 +14,7 @@ from competitions.services import (
     entries_left_today,
 )
 from leaderboard.exports import export_response
-from submissions.services import SubmissionError, decode_source
+from submissions.services import SubmissionError
 
 STANDINGS_COLUMNS = ["rank", "user", "points", "solved", "reached_at"]
 
@@ -49,9 +49,8 @@ def competition_detail(request, slug: str):
             status = 400
             if form.is_valid():
                 data = form.cleaned_data
-                upload = data.get("source_file")
                 try:
-                    source = decode_source(upload.read()) if upload else data["source"]
+                    source, filename = form.kernel_source()
                     entry = competition_submit(
                         competition=competition,
                         user=request.user,
@@ -59,7 +58,7 @@ def competition_detail(request, slug: str):
                         source=source,
                         backend=data["backend"],
                         precision=data["precision"],
-                        filename=upload.name if upload else "",
+                        filename=filename,
                     )
                 except (CompetitionError, SubmissionError) as error:
                     form.add_error(None, error.message)

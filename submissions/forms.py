@@ -4,7 +4,7 @@ from django.contrib.auth.forms import UserCreationForm
 from evaluation.models import Hardware
 from problems.models import Problem
 from submissions.models import ApiToken, Submission
-from submissions.services import PRECISIONS
+from submissions.services import PRECISIONS, decode_source
 
 
 class ProblemChoiceField(forms.ModelChoiceField):
@@ -12,13 +12,9 @@ class ProblemChoiceField(forms.ModelChoiceField):
         return f"{problem.slug} ({problem.name})" if problem.name else problem.slug
 
 
-class SubmissionForm(forms.Form):
-    problem = ProblemChoiceField(
-        queryset=Problem.objects.exclude(status=Problem.Status.RETIRED).order_by("level", "number")
-    )
-    backend = forms.ChoiceField(choices=Submission.Backend.choices, initial="torch")
-    hardware = forms.ModelChoiceField(queryset=Hardware.objects.all(), to_field_name="slug")
-    precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
+class KernelSourceForm(forms.Form):
+    """A kernel's code: an uploaded .py file, or pasted text."""
+
     source_file = forms.FileField(required=False, label="Upload a .py file")
     source = forms.CharField(
         required=False,
@@ -32,6 +28,24 @@ class SubmissionForm(forms.Form):
         if not cleaned.get("source_file") and not (cleaned.get("source") or "").strip():
             raise forms.ValidationError("Upload a file or paste the code.")
         return cleaned
+
+    def kernel_source(self) -> tuple[str, str]:
+        """(source, filename) of a valid form; SubmissionError when the file is not UTF-8."""
+        upload = self.cleaned_data.get("source_file")
+        if upload:
+            return decode_source(upload.read()), upload.name
+        return self.cleaned_data["source"], ""
+
+
+class SubmissionForm(KernelSourceForm):
+    field_order = ["problem", "backend", "hardware", "precision", "source_file", "source"]
+
+    problem = ProblemChoiceField(
+        queryset=Problem.objects.exclude(status=Problem.Status.RETIRED).order_by("level", "number")
+    )
+    backend = forms.ChoiceField(choices=Submission.Backend.choices, initial="torch")
+    hardware = forms.ModelChoiceField(queryset=Hardware.objects.all(), to_field_name="slug")
+    precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
 
 
 class SubmissionFilterForm(forms.Form):

@@ -33,7 +33,6 @@ from submissions.services import (
     api_token_create,
     api_token_revoke,
     clean_filename,
-    decode_source,
     submission_create,
 )
 
@@ -93,9 +92,8 @@ def submission_new(request):
         status = 400
         if form.is_valid():
             data = form.cleaned_data
-            upload = data.get("source_file")
             try:
-                source = decode_source(upload.read()) if upload else data["source"]
+                source, filename = form.kernel_source()
                 submission = submission_create(
                     user=request.user,
                     problem=data["problem"],
@@ -103,7 +101,7 @@ def submission_new(request):
                     backend=data["backend"],
                     hardware=data["hardware"],
                     precision=data["precision"],
-                    filename=upload.name if upload else "",
+                    filename=filename,
                 )
             except SubmissionError as error:
                 form.add_error(None, error.message)
