@@ -52,7 +52,7 @@ def test_a_chart_with_nothing_to_show_is_left_out():
 def test_code_has_line_numbers_and_the_line_a_traceback_names_is_marked():
     source = "import torch\n\nclass ModelNew:\n    def forward(self, x):\n        return x.nope()\n"
     traceback = (
-        'Traceback (most recent call last):\n  File "/work/harness/judge.py", line 9, in run\n'
+        'Traceback (most recent call last):\n  File "/srv/kb/harness/judge.py", line 9, in run\n'
         '  File "/tmp/slot/candidate.py", line 5, in forward\nAttributeError: nope'
     )
     html = highlight_python(source, traceback)
