@@ -10,7 +10,9 @@
 #   make gpu-wheels   download into .whl/ the wheels the runner needs on a GPU host
 #
 # Each target creates .venv (python3 -m venv) and installs the hashed lock when it is missing or
-# older than the lock. Runtime state lives in var/ (ignored by git).
+# older than the lock; `make run` and `make test` also install the browser assets of package.json
+# (CodeMirror, the submit page's editor) into node_modules/ with `npm ci` from package-lock.json.
+# Runtime state lives in var/ (ignored by git).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -20,6 +22,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 LOCK := requirements/lock.txt
 STAMP := $(VENV)/.kbsite-installed
+NODE_STAMP := node_modules/.package-lock.json
 PYTEST_ARGS ?=
 SCALED_MARKERS := scaled or integration
 
@@ -50,13 +53,23 @@ $(STAMP): $(LOCK) pyproject.toml
 		--no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	@touch $@
 
+# The browser assets (package.json, locked in package-lock.json), served by Django's staticfiles
+# straight from node_modules/ (kbsite/settings.py), never copied into the repository. Without npm
+# `make run` still serves the site: the submit page keeps its plain textarea.
+$(NODE_STAMP): package.json package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --no-audit --no-fund --loglevel=error && touch $@; \
+	else \
+		echo "make: npm not found: no code editor, the submit page keeps its plain textarea" >&2; \
+	fi
+
 # Debian packages the tests need (installed only when missing; root or sudo).
 system-deps:
-	@scripts/install_system_deps.sh chromium:chromium
+	@scripts/install_system_deps.sh chromium:chromium npm:npm
 
 # ---- the two commands ---------------------------------------------------------------------------
 
-run: $(STAMP)
+run: $(STAMP) $(NODE_STAMP)
 	$(PY) manage.py run_embedded
 
 # pytest's exit code 5 means it collected no tests: that is a failure here, never a silent pass.
@@ -66,7 +79,7 @@ if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests (exit 5): failing"
 exit $$rc
 endef
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps $(NODE_STAMP)
 	@$(call run_pytest,$(PYTEST_ARGS))
 
 lint: $(STAMP)
@@ -97,7 +110,7 @@ services:
 	@scripts/scaled_services.sh start
 
 # Web (daphne), a cpu runner and the generation queue, as `make run` but on PostgreSQL + Redis.
-scaled: $(STAMP)
+scaled: $(STAMP) $(NODE_STAMP)
 	@$(scaled_env) exec $(PY) manage.py run_embedded
 
 # Another runner sharing the same database and broker (run it in a second terminal).
@@ -107,7 +120,7 @@ scaled-runner: $(STAMP)
 scaled-stop:
 	@scripts/scaled_services.sh stop
 
-test-scaled: $(STAMP) system-deps
+test-scaled: $(STAMP) system-deps $(NODE_STAMP)
 	@$(scaled_env) $(call run_pytest,-m "$(SCALED_MARKERS)" $(PYTEST_ARGS))
 
 # ---- maintenance --------------------------------------------------------------------------------
@@ -132,4 +145,4 @@ gpu-wheels:
 
 # Removes the venv and build leftovers; keeps var/ (the database and logs).
 clean:
-	rm -rf $(VENV) .whl/ *.egg-info build/
+	rm -rf $(VENV) node_modules/ .whl/ *.egg-info build/

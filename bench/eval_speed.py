@@ -320,11 +320,10 @@ def main() -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from evaluation.models import Evaluation
     from evaluation.services import hardware_register
     from gpu_runner.detect import detect
     from problems.services import FILENAME_PATTERN, SAMPLES_DIR, problem_upsert
-    from submissions.models import Submission
+    from submissions.models import Evaluation, Submission
     from submissions.services import submission_create
 
     detected = detect("cpu" if args.cpu else None)

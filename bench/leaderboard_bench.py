@@ -64,9 +64,9 @@ def fill(total: int, rng: random.Random) -> None:
     from django.contrib.auth.hashers import make_password
     from django.utils import timezone
 
-    from evaluation.models import Baseline, Evaluation, Hardware
-    from problems.models import Problem, ProblemVersion, source_hash
-    from submissions.models import Model, Run, Submission
+    from evaluation.models import Hardware
+    from problems.models import Baseline, Problem, ProblemVersion, source_hash
+    from submissions.models import Evaluation, Model, Run, Submission
 
     hardware = Hardware.objects.create(slug="h200", name="NVIDIA H200", kind="gpu")
     now = timezone.now()
@@ -225,11 +225,10 @@ def main() -> None:
     from django.core.management import call_command
     from django.test import Client
 
-    from evaluation.models import Evaluation
     from leaderboard.models import BestEntry
     from leaderboard.services import board_refresh_for, boards_rebuild
     from problems.models import Problem
-    from submissions.models import Model, Submission
+    from submissions.models import Evaluation, Model, Submission
 
     rng = random.Random(args.seed)
     print(f"database: {db_path}")

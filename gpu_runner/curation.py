@@ -19,9 +19,9 @@ from django_q.tasks import async_task
 from evaluation import leases
 from evaluation.harness import sandbox
 from evaluation.harness.types import Job, Result
-from evaluation.models import Baseline, Hardware, Validation
+from evaluation.models import Hardware
 from problems.baselines import baseline_record
-from problems.models import Problem
+from problems.models import Baseline, Problem, Validation
 
 log = logging.getLogger(__name__)
 

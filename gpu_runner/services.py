@@ -21,10 +21,11 @@ from evaluation import leases
 from evaluation.harness import sandbox
 from evaluation.harness.errors import clean_text, truncate
 from evaluation.harness.types import Job, Result
-from evaluation.models import Baseline, Evaluation, Runner
+from evaluation.models import Runner
 from kbsite.live import publish, submission_group
 from leaderboard.services import board_refresh_for, would_set_record
-from submissions.models import Reverification, Submission
+from problems.models import Baseline
+from submissions.models import Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import submission_status_payload
 from submissions.services import ReverificationError, reverification_request
 
@@ -205,6 +206,7 @@ def _evaluation_fields(submission: Submission, result: Result, *, runner_name: s
         "environment": result.get("environment") or {},
         "seeds": result.get("seeds") or {},
         "phases": result.get("phases") or {},
+        "profile": result.get("profile") or {},
         "source_hash": submission.source_hash,
         "evaluator_version": result.get("evaluator_version") or "",
     }
@@ -421,3 +423,42 @@ def _requeue_lost_tasks(*, hardware_slug: str) -> int:
     for pk in lost:
         async_task("gpu_runner.tasks.evaluate", pk, cluster=hardware_slug)
     return len(lost)
+
+
+def ncu_report_make(*, report_id: int, runner_name: str) -> str:
+    """Make one Nsight Compute report if this runner wins the claim (ncu.py runs it in the
+    candidate's sandbox, never inside a timed evaluation); returns its status."""
+    from evaluation.harness import ncu
+
+    report = (
+        NcuReport.objects.select_related("submission__problem", "submission__problem_version",
+                                         "submission__hardware")
+        .filter(pk=report_id)
+        .first()
+    )
+    if report is None:
+        return "gone"
+    if not report.claim(runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS):
+        return "not claimed"
+    job = build_job(report.submission)
+    try:
+        with leases.kept([report], runner_name=runner_name,
+                         lease_seconds=settings.RUNNER_LEASE_SECONDS):
+            outcome = ncu.run_report(job, timeout_s=settings.EVALUATION_TIME_LIMIT)
+    except Exception as error:  # the harness itself failed: say so, keep serving
+        log.exception("ncu report %s failed", report.pk)
+        outcome = {"status": "failed", "message": f"the runner failed to make it: {error}"}
+    status = outcome.get("status") or NcuReport.Status.FAILED
+    report.finish(
+        runner_name=runner_name,
+        status=status,
+        message=_stored_text(outcome.get("message") or "")[:4000],
+        text=_stored_text(outcome.get("text") or ""),
+        kernels=outcome.get("kernels") or [],
+        report=outcome.get("report"),
+        report_size=len(outcome.get("report") or b""),
+        ncu_version=str(outcome.get("ncu_version") or "")[:100],
+        seconds=outcome.get("seconds"),
+    )
+    _publish_status(report.submission)
+    return status

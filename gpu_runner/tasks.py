@@ -3,7 +3,7 @@
 import os
 import socket
 
-from gpu_runner.services import evaluate_submission, reverify_submission
+from gpu_runner.services import evaluate_submission, ncu_report_make, reverify_submission
 
 
 def runner_name() -> str:
@@ -22,3 +22,7 @@ def validate(validation_id: int) -> str:
 
 def reverify(reverification_id: int) -> str:
     return reverify_submission(reverification_id=reverification_id, runner_name=runner_name())
+
+
+def ncu_report(report_id: int) -> str:
+    return ncu_report_make(report_id=report_id, runner_name=runner_name())

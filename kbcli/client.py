@@ -120,6 +120,15 @@ class Client:
     def enter(self, slug: str, **fields: Any) -> dict:
         return self.request("POST", f"{API}/competitions/{slug}/entries/", json=fields)
 
+    def ncu_request(self, submission_id: int) -> dict:
+        return self.request("POST", f"{API}/submissions/{submission_id}/ncu/")
+
+    def ncu_reports(self, submission_id: int) -> list[dict]:
+        return self.get(f"{API}/submissions/{submission_id}/ncu/")
+
+    def ncu_report(self, submission_id: int, report_id: int) -> dict:
+        return self.get(f"{API}/submissions/{submission_id}/ncu/{report_id}/")
+
     def follow(
         self, submission: dict, *, timeout: float, on_event: Callable[[dict], None]
     ) -> dict:

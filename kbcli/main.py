@@ -5,6 +5,7 @@ import getpass
 import json
 import platform
 import sys
+import time
 from pathlib import Path
 
 import requests
@@ -113,7 +114,44 @@ def summary(data: dict) -> str:
         rows.append(("error", data["error"]))
     rows.append(("page", (data.get("urls") or {}).get("page_url", "")))
     head = f"Submission {data.get('id')}: {data.get('verdict') or data.get('status')}"
-    return head + "\n" + "\n".join(f"  {name:<10} {value}" for name, value in rows)
+    text = head + "\n" + "\n".join(f"  {name:<10} {value}" for name, value in rows)
+    profile = (data.get("evaluation") or {}).get("profile")
+    return text + ("\n\n" + profile_text(profile) if profile else "")
+
+
+def profile_text(profile: dict) -> str:
+    """Where the device time went, per kernel, each side ("*" marks the kernel's own)."""
+    parts = []
+    for side in profile.get("sides") or []:
+        rows = [[("* " if k.get("own") else "  ") + str(k.get("name"))[:70], k.get("calls"),
+                 f"{k.get('device_us', 0):,.1f} us",
+                 "" if k.get("share") is None else f"{k['share']:.1%}"]
+                for k in side.get("kernels") or []]
+        rates = " · ".join(t for t in (side.get("bandwidth_text"), side.get("compute_text")) if t)
+        parts.append(f"{side.get('label')}: {side.get('total_text')}"
+                     + (f" ({rates})" if rates else "") + "\n"
+                     + table(rows, ["kernel", "calls", "device time", "share"]))
+    return "\n\n".join(parts)
+
+
+def ncu_text(report: dict) -> str:
+    head = f"Nsight Compute report {report.get('id')}: {report.get('status')}"
+    if report.get("seconds"):
+        head += f" (ncu took {report['seconds']:.1f} s)"
+    lines = [head]
+    if report.get("message"):
+        lines.append(f"  {report['message']}")
+    rows = [[str(k.get("name"))[:60], f"{k.get('duration_ns') or 0:,.0f} ns",
+             *[f"{k[key]:.1f}%" if k.get(key) is not None else "-"
+               for key in ("compute_pct", "memory_pct", "occupancy_pct")],
+             ", ".join(f"{reason} {value}" for reason, value in k.get("stalls") or [])]
+            for k in report.get("kernels") or []]
+    if rows:
+        lines.append(table(rows, ["kernel", "duration", "compute", "memory", "occupancy",
+                                  "top warp stalls"]))
+    if report.get("report_url"):
+        lines.append(f"report file: {report['report_url']}")
+    return "\n".join(lines)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
@@ -290,6 +328,31 @@ def cmd_enter(args) -> int:
     return _finish(args, client, client.submission(entry["submission_id"]))
 
 
+def cmd_profile(args) -> int:
+    """Ask for an Nsight Compute report on a submission's kernels, or show the latest."""
+    client = client_from_config()
+    if args.latest:
+        reports = client.ncu_reports(args.id)
+        if not reports:
+            print(f"kb: submission {args.id} has no Nsight Compute report yet", file=sys.stderr)
+            return EXIT_FAILED
+        report = reports[0]
+    else:
+        report = client.ncu_request(args.id)
+        print(f"Nsight Compute report {report['id']} queued", file=sys.stderr)
+    deadline = time.monotonic() + args.timeout
+    while args.wait and report["status"] in ("queued", "running"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"report {report['id']} still {report['status']}")
+        time.sleep(2)
+        report = client.ncu_report(args.id, report["id"])
+    text = ncu_text(report)
+    if args.text and report.get("text"):
+        text += "\n\n" + report["text"]
+    emit(args, report, text)
+    return EXIT_OK if report["status"] in ("done", "queued", "running") else EXIT_FAILED
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kb", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -335,6 +398,15 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("id", type=int)
     status.add_argument("--wait", action="store_true", help="follow it live to the verdict")
     status.add_argument("--timeout", type=float, default=3600)
+
+    profile = command("profile", cmd_profile,
+                      "ask for an Nsight Compute report on a submission's kernels")
+    profile.add_argument("id", type=int)
+    profile.add_argument("--latest", action="store_true",
+                         help="show the latest report instead of asking for a new one")
+    profile.add_argument("--wait", action="store_true", help="wait until the report is made")
+    profile.add_argument("--text", action="store_true", help="also print ncu's details page")
+    profile.add_argument("--timeout", type=float, default=900)
 
     board = command("leaderboard", cmd_leaderboard, "show a problem's leaderboard")
     board.add_argument("--level", type=int, required=True)

@@ -231,6 +231,16 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing folder
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# The submit page's code editor: CodeMirror 5 from npm (package.json; `make` runs `npm ci`),
+# served from node_modules/ under static/codemirror/, never copied into the repository. Without
+# node_modules the pages keep their plain textarea (submissions.forms.CodeEditor).
+CODEMIRROR_DIR = BASE_DIR / "node_modules" / "codemirror"
+CODE_EDITOR_ASSETS = (CODEMIRROR_DIR / "lib" / "codemirror.js").is_file()
+if CODE_EDITOR_ASSETS:
+    STATICFILES_DIRS += [
+        ("codemirror/lib", CODEMIRROR_DIR / "lib"),
+        ("codemirror/mode/python", CODEMIRROR_DIR / "mode" / "python"),
+    ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -321,6 +331,8 @@ SPECTACULAR_SETTINGS = {
 # Submissions: size limit, and quotas on top of the API throttles (0 turns a quota off).
 QUOTA_MAX_QUEUED = env_int("QUOTA_MAX_QUEUED", 200)
 QUOTA_GPU_SECONDS_PER_DAY = env_int("QUOTA_GPU_SECONDS_PER_DAY", 3600)
+# Nsight Compute reports one user may ask for per UTC day (each holds a GPU for seconds).
+QUOTA_NCU_REPORTS_PER_DAY = env_int("QUOTA_NCU_REPORTS_PER_DAY", 10)
 LOG_DISPLAY_MAX_CHARS = env_int("LOG_DISPLAY_MAX_CHARS", 64 * 1024)
 SUBMISSION_MAX_BYTES = env_int("SUBMISSION_MAX_BYTES", 256 * 1024)
 BUILD_CACHE_DIR = Path(env("BUILD_CACHE_DIR", str(VAR_DIR / "build-cache")))

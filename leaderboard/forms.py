@@ -8,7 +8,8 @@ class TableFilterForm(forms.Form):
     """The filters of the models and runs tables (GET parameters)."""
 
     hardware = forms.ModelChoiceField(
-        queryset=Hardware.objects.all(), to_field_name="slug", required=False
+        queryset=Hardware.objects.all(), to_field_name="slug", required=False,
+        empty_label="all hardware",
     )
     level = forms.IntegerField(min_value=1, max_value=99, required=False)
     baseline = forms.ChoiceField(

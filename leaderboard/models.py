@@ -27,7 +27,7 @@ class BestEntry(models.Model):
     )
     # The best ranking evaluation; null when the participant has none (then it is not ranked).
     evaluation = models.ForeignKey(
-        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "submissions.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     submission = models.ForeignKey(
         "submissions.Submission", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -43,14 +43,14 @@ class BestEntry(models.Model):
     achieved_at = models.DateTimeField(null=True, blank=True)
     # The fastest flagged evaluation, shown apart from the ranking with its flags.
     flagged_evaluation = models.ForeignKey(
-        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "submissions.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     flags = models.JSONField(default=list, blank=True)
     flagged_ms = models.FloatField(null=True, blank=True)
     flagged_at = models.DateTimeField(null=True, blank=True)
     # The fastest result held off the ranking until its re-verification passes (a new record).
     pending_evaluation = models.ForeignKey(
-        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "submissions.Evaluation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     compiled = models.BooleanField(default=False)  # any evaluation got past compilation
     evaluated = models.PositiveIntegerField(default=0)  # submissions with an evaluation here
@@ -96,7 +96,7 @@ class Record(models.Model):
         "submissions.Model", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     evaluation = models.ForeignKey(
-        "evaluation.Evaluation", on_delete=models.CASCADE, related_name="+"
+        "submissions.Evaluation", on_delete=models.CASCADE, related_name="+"
     )
     submission = models.ForeignKey(
         "submissions.Submission", on_delete=models.CASCADE, related_name="+"

@@ -12,11 +12,11 @@ from django.db.models import Count, Sum
 
 from evaluation import metrics, scoring
 from evaluation.harness import verdicts
-from evaluation.models import Evaluation, Hardware
+from evaluation.models import Hardware
 from leaderboard.models import BestEntry, Record
 from leaderboard.services import participant_fields, record_row
 from problems.models import Problem
-from submissions.models import Model
+from submissions.models import Evaluation, Model
 from submissions.runs import run_first_outcomes, run_problems, run_samples
 from submissions.selectors import can_see_details, latest_evaluations, shown_error
 
@@ -423,3 +423,13 @@ def code_diff(a: str, b: str, *, a_name: str, b_name: str) -> list[tuple[str, st
             kind = "same"
         diff.append((kind, line))
     return diff
+
+
+def default_hardware() -> Hardware | None:
+    """The hardware a board shows before anyone chooses: the only one, else the one with the
+    most evaluations (ties to the first registered), else none (no hardware at all)."""
+    return (
+        Hardware.objects.annotate(evaluated=Count("evaluations"))
+        .order_by("-evaluated", "pk")
+        .first()
+    )

@@ -17,11 +17,10 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from evaluation import scoring
-from evaluation.models import Evaluation
 from kbsite.live import board_group, publish
 from leaderboard.models import BestEntry, Record
 from problems.models import Problem
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.selectors import latest_evaluations
 
 log = logging.getLogger(__name__)

@@ -7,13 +7,26 @@ from django.utils import timezone
 
 from evaluation import metrics
 from evaluation.models import Hardware
-from leaderboard import selectors, svg
+from kbsite import svg
+from leaderboard import selectors
 from leaderboard.exports import COLUMNS, export_response, json_download
 from leaderboard.forms import TableFilterForm
 from leaderboard.models import Record
 from leaderboard.services import board_rows, flagged_rows, record_rows
 from problems.models import Problem
 from submissions.models import Model, Run, Submission
+
+
+def _filters(request) -> TableFilterForm:
+    """The tables' filters from the query; without a hardware asked for, the default one
+    (selectors.default_hardware), so that a visitor lands on a table with data. An empty
+    `hardware=` asks for every hardware."""
+    data = request.GET.copy()
+    if "hardware" not in data:
+        default = selectors.default_hardware()
+        if default is not None:
+            data["hardware"] = default.slug
+    return TableFilterForm(data or None)
 
 
 def _fast_p_series(rows: list[dict], *, name_key: str) -> list[tuple[str, dict[float, float]]]:
@@ -61,8 +74,8 @@ def problem_board(request, level: int, number: int, hardware: str):
 
 
 def leaderboard_home(request):
-    form = TableFilterForm(request.GET or None)
-    if request.GET and not form.is_valid():
+    form = _filters(request)
+    if form.is_bound and not form.is_valid():
         return render(request, "leaderboard/home.html", {"form": form}, status=400)
     data = form.cleaned_data if form.is_bound else {}
     baseline = data.get("baseline") or "eager"
@@ -249,8 +262,8 @@ def leaderboard_user(request, username: str):
 
 def leaderboard_people(request):
     """People ranked per hardware and level over their best verified results."""
-    form = TableFilterForm(request.GET or None)
-    if request.GET and not form.is_valid():
+    form = _filters(request)
+    if form.is_bound and not form.is_valid():
         return render(request, "leaderboard/people.html", {"form": form}, status=400)
     data = form.cleaned_data if form.is_bound else {}
     baseline = data.get("baseline") or "eager"

@@ -9,10 +9,10 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from evaluation.models import Hardware, Validation
+from evaluation.models import Hardware
 from kbsite.templatetags.kbsite_tags import highlight_python
 from problems.curation import validation_request
-from problems.models import Problem, ProblemVersion, PublishRefused, Tag
+from problems.models import Baseline, Problem, ProblemVersion, PublishRefused, Tag, Validation
 
 
 @admin.register(Tag)
@@ -221,3 +221,17 @@ class ProblemVersionAdmin(admin.ModelAdmin):
     @admin.display(description="source")
     def source_code(self, version: ProblemVersion) -> str:
         return highlight_python(version.source)
+
+
+@admin.register(Baseline)
+class BaselineAdmin(admin.ModelAdmin):
+    list_display = ["problem", "hardware", "mode", "median_ms", "torch_version", "created_at"]
+    list_filter = ["hardware", "mode"]
+    search_fields = ["problem__slug"]
+
+
+@admin.register(Validation)
+class ValidationAdmin(admin.ModelAdmin):
+    list_display = ["problem_version", "hardware", "status", "created_at"]
+    list_filter = ["status", "hardware"]
+    raw_id_fields = ["problem_version"]

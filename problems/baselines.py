@@ -16,9 +16,9 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from evaluation.models import Baseline, Hardware
+from evaluation.models import Hardware
 from problems.importing import FILENAME_PATTERN
-from problems.models import Problem, ProblemVersion
+from problems.models import Baseline, Problem, ProblemVersion
 
 KERNELBENCH_FILES = {
     Baseline.Mode.EAGER: "baseline_time_torch.json",

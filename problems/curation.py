@@ -7,8 +7,8 @@ process never runs reference code.
 from django.db import transaction
 from django_q.tasks import async_task
 
-from evaluation.models import Hardware, Validation
-from problems.models import Problem
+from evaluation.models import Hardware
+from problems.models import Problem, Validation
 
 
 class ValidationRequestError(ValueError):

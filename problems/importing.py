@@ -79,8 +79,85 @@ def check_reference(source: str) -> tuple[str, str]:
     description = ""
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
-            description = (ast.get_docstring(node) or "").strip()
+            description = short_description(ast.get_docstring(node) or "")
     return "", description
+
+
+# A problem's description, as its pages show it: the docstring's first paragraph, at most this
+# many characters.
+DESCRIPTION_MAX_CHARS = 300
+_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Inputs|Outputs)\s*:", re.I)
+
+
+def short_description(docstring: str) -> str:
+    """The first paragraph of a docstring on one line (up to a blank line or an "Args:"
+    section), cut to DESCRIPTION_MAX_CHARS with an ellipsis."""
+    lines = []
+    for line in docstring.strip().splitlines():
+        if not line.strip() or _SECTION.match(line):
+            if lines:
+                break
+            continue
+        lines.append(line.strip())
+    text = " ".join(lines)
+    if len(text) > DESCRIPTION_MAX_CHARS:
+        text = text[: DESCRIPTION_MAX_CHARS - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
+    return text
+
+
+# Tags read from a problem's name ("Conv3d_GroupNorm_Mean_Softplus"): what kind of operations
+# it has. Each word of the name, lower-cased, is looked up by its start (conv3d -> conv), then
+# whole.
+_TAG_PREFIXES = (
+    ("convtranspose", "convolution"),
+    ("conv", "convolution"),
+    ("matmul", "matmul"),
+    ("gemm", "matmul"),
+    ("bmm", "matmul"),
+    ("logsoftmax", "softmax"),
+    ("softmax", "softmax"),
+    ("maxpool", "pooling"),
+    ("avgpool", "pooling"),
+    ("adaptiveavgpool", "pooling"),
+    ("attention", "attention"),
+)
+_TAG_WORDS = {
+    "linear": "matmul", "matrix": "matmul", "einsum": "matmul",
+    "relu": "activation", "leakyrelu": "activation", "gelu": "activation",
+    "sigmoid": "activation", "tanh": "activation", "swish": "activation",
+    "softplus": "activation", "mish": "activation", "elu": "activation",
+    "selu": "activation", "hardtanh": "activation", "hardsigmoid": "activation",
+    "hardswish": "activation", "softsign": "activation", "silu": "activation",
+    "batchnorm": "normalization", "layernorm": "normalization", "groupnorm": "normalization",
+    "instancenorm": "normalization", "rmsnorm": "normalization", "norm": "normalization",
+    "l1norm": "normalization", "l2norm": "normalization",
+    "sum": "reduction", "mean": "reduction", "max": "reduction", "min": "reduction",
+    "argmax": "reduction", "argmin": "reduction", "prod": "reduction", "cumsum": "reduction",
+    "cumprod": "reduction", "logsumexp": "reduction", "reduction": "reduction",
+    "add": "elementwise", "multiply": "elementwise", "subtract": "elementwise",
+    "divide": "elementwise", "scale": "elementwise", "scaling": "elementwise",
+    "clamp": "elementwise", "biasadd": "elementwise", "residualadd": "elementwise",
+    "dropout": "elementwise", "pool": "pooling", "pooling": "pooling",
+}
+
+
+def name_tags(name: str) -> list[str]:
+    """The kinds of operations a problem's name says it has, sorted: "19_ReLU" ->
+    ["activation"], "Conv2d_GroupNorm_Mean" -> ["convolution", "normalization", "reduction"].
+    Names ending in "Loss" are a loss function."""
+    tags = set()
+    words = [word.lower() for word in re.split(r"[^A-Za-z0-9]+", name) if word]
+    for lower, following in zip(words, [*words[1:], ""], strict=True):
+        if lower in ("max", "min", "avg", "average") and following.startswith("pool"):
+            continue  # "Max_Pooling_2D" is pooling, not a reduction
+        if lower.endswith("loss"):
+            tags.add("loss")
+            continue
+        tag = next((t for prefix, t in _TAG_PREFIXES if lower.startswith(prefix)), None)
+        tag = tag or _TAG_WORDS.get(lower)
+        if tag:
+            tags.add(tag)
+    return sorted(tags)
 
 
 def _read_text(path: Path) -> str:

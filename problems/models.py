@@ -1,8 +1,12 @@
 import hashlib
 
+from django.conf import settings
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
+
+from evaluation import leases
+from evaluation.models import Hardware
 
 
 def source_hash(source: str) -> str:
@@ -168,3 +172,125 @@ class ProblemVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.problem.slug} v{self.version}"
+
+
+class Baseline(models.Model):
+    """The reference's timing for a problem on a hardware, eager or with torch.compile."""
+
+    class Mode(models.TextChoices):
+        EAGER = "eager"
+        COMPILE = "compile"
+
+    problem = models.ForeignKey(
+        Problem, on_delete=models.CASCADE, related_name="baselines"
+    )
+    problem_version = models.ForeignKey(
+        ProblemVersion, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    hardware = models.ForeignKey(Hardware, on_delete=models.CASCADE, related_name="baselines")
+    mode = models.CharField(max_length=16, choices=Mode)
+    median_ms = models.FloatField()
+    stats = models.JSONField(default=dict, blank=True)  # mean, std, min, max, n
+    torch_version = models.CharField(max_length=64, blank=True)
+    source = models.CharField(max_length=64, default="measured")  # or "imported"
+    # What it was measured on (device name, CUDA, compile time...), for the record.
+    environment = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "evaluation_baseline"  # moved from the evaluation app; the table stays
+        constraints = [
+            models.UniqueConstraint(
+                fields=["problem", "hardware", "mode"], name="unique_baseline_per_mode"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.problem} on {self.hardware} ({self.mode}): {self.median_ms:.4g} ms"
+
+
+class Validation(models.Model):
+    """A curation check of a problem's reference on a hardware (runs on a runner, like kernels).
+
+    queued -> running (claimed by one runner, on a lease: evaluation/leases.py) -> passed,
+    flagged (findings) or failed (the reference did not run, or killed its runners every time;
+    that is a finding too). Findings block publishing until an admin overrides them with a reason.
+    """
+
+    LEASE_HOLDER_FIELD = "runner_name"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        PASSED = "passed"
+        FLAGGED = "flagged"
+        FAILED = "failed"
+
+    FINISHED = (Status.PASSED, Status.FLAGGED, Status.FAILED)
+
+    problem_version = models.ForeignKey(
+        ProblemVersion, on_delete=models.CASCADE, related_name="validations"
+    )
+    hardware = models.ForeignKey(Hardware, on_delete=models.CASCADE, related_name="validations")
+    status = models.CharField(max_length=16, choices=Status, default=Status.QUEUED)
+    # [{"code": "constant_output", "message": "plain explanation"}]
+    findings = models.JSONField(default=list, blank=True)
+    peak_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    reference_ms = models.FloatField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)  # per-check figures, notes, seed
+    error = models.TextField(blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    runner_name = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "evaluation_validation"  # moved from the evaluation app; the table stays
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"validation of {self.problem_version} on {self.hardware}: {self.status}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    def claim(self, *, runner_name: str, lease_seconds: float) -> bool:
+        """Queued (or running on a lapsed lease: its runner died) -> running; one runner wins."""
+        return leases.claim(self, runner_name=runner_name, lease_seconds=lease_seconds)
+
+    def extend_lease(self, *, runner_name: str, lease_seconds: float) -> None:
+        leases.extend(self, runner_name=runner_name, lease_seconds=lease_seconds)
+
+    def finish(
+        self,
+        *,
+        findings: list[dict],
+        failed: bool = False,
+        peak_memory_bytes: int | None = None,
+        reference_ms: float | None = None,
+        details: dict | None = None,
+        error: str = "",
+        environment: dict | None = None,
+    ) -> None:
+        if failed:
+            self.status = self.Status.FAILED
+        else:
+            self.status = self.Status.FLAGGED if findings else self.Status.PASSED
+        self.findings = findings
+        self.peak_memory_bytes = peak_memory_bytes
+        self.reference_ms = reference_ms
+        self.details = details or {}
+        self.error = error
+        self.environment = environment or {}
+        self.finished_at = timezone.now()
+        self.lease_expires_at = None
+        self.save()

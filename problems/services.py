@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from problems.importing import FILENAME_PATTERN, read_problems
+from problems.importing import FILENAME_PATTERN, check_reference, name_tags, read_problems
 from problems.models import Problem, ProblemVersion, PublishRefused, Tag, source_hash
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
@@ -131,7 +131,7 @@ def problems_import(
             origin=candidate.origin,
             publish=publish,
             description=candidate.description,
-            tags=tags,
+            tags=[*tags, *name_tags(candidate.name)],
         )
         slug = outcome.problem.slug
         if outcome.created:
@@ -154,14 +154,17 @@ def samples_load() -> list[ImportOutcome]:
         match = FILENAME_PATTERN.match(path.name)
         if not match:
             continue
+        source = path.read_text(encoding="utf-8")
         outcomes.append(
             problem_upsert(
                 level=int(path.parent.name.removeprefix("level")),
                 number=int(match["number"]),
                 name=match["name"],
-                source=path.read_text(encoding="utf-8"),
+                source=source,
                 origin=f"samples/{path.parent.name}/{path.name}",
                 publish=True,
+                description=check_reference(source)[1],
+                tags=name_tags(match["name"]),
             )
         )
     return outcomes

@@ -5,9 +5,9 @@ from django.db.models import Prefetch, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 
-from evaluation.models import Hardware, Validation
+from evaluation.models import Hardware
 from leaderboard.services import board_rows
-from problems.models import Problem
+from problems.models import Problem, Validation
 
 TOP_RESULTS = 5
 LISTED = (Problem.Status.PUBLISHED,)

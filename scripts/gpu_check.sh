@@ -5,7 +5,7 @@
 #   scripts/gpu_check.sh [SECTION ...]
 #
 # Sections: harness exploits tests runner sandbox (the default: all five), and the longer ones
-# named alone: cost (bench/sandbox_cost.py: the sandbox's start-up and whole evaluations of
+# named alone: profile (scripts/profile_check.py), cost (bench/sandbox_cost.py: the sandbox's start-up and whole evaluations of
 # 19_ReLU with it off and on, side by side), speed (bench/eval_speed.py, after and before; with two GPUs side by side, the before
 # on GPU 1 while the sections named after it run on GPU 0; with one, the before of 19_ReLU
 # alone after the after; SPEED_AFTER=0, BEFORE_ONLY and BEFORE_REPEATS narrow it), drain (40
@@ -49,6 +49,11 @@ for section in $sections; do
         cost) python3 bench/sandbox_cost.py --kernelbench "$KB" --only "${COST_ONLY:-19_ReLU}" \
                   --repeats "${COST_REPEATS:-3}" --json "$OUT/sandbox_cost.json" 2>&1 \
                   | tee "$OUT/sandbox_cost.log" ;;
+        # The per-kernel table, the roofline and an Nsight Compute report for a CUDA, a Triton
+        # and a PyTorch kernel, through a real runner (scripts/profile_check.py).
+        profile) python3 scripts/profile_check.py --kernelbench "$KB" --out "$OUT" 2>&1 \
+                     | tee "$OUT/profile.log"
+                 [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
         runner) python3 scripts/runner_check.py --kernelbench "$KB" \
                     --time-limit "${TIME_LIMIT:-120}" 2>&1 | tee "$OUT/runner.log" ;;
         speed)

@@ -114,10 +114,10 @@ def main() -> int:
     call_command("migrate", verbosity=0)
     from django.contrib.auth import get_user_model
 
-    from evaluation.models import Evaluation
     from evaluation.services import hardware_register
     from gpu_runner.detect import detect
     from problems.services import FILENAME_PATTERN, SAMPLES_DIR, problem_upsert
+    from submissions.models import Evaluation
     from submissions.services import submission_create
 
     detected = detect()

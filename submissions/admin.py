@@ -1,7 +1,15 @@
 from django.contrib import admin, messages
 from django.db import transaction
 
-from submissions.models import ApiToken, Generation, Model, Reverification, Run, Submission
+from submissions.models import (
+    ApiToken,
+    Evaluation,
+    Generation,
+    Model,
+    Reverification,
+    Run,
+    Submission,
+)
 from submissions.run_admin import RUN_ACTIONS
 from submissions.services import ReverificationError, reverification_request
 
@@ -83,3 +91,23 @@ class GenerationAdmin(admin.ModelAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["prefix", "user", "name", "scopes", "created_at", "revoked_at"]
     readonly_fields = ["key_hash", "prefix"]
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(admin.ModelAdmin):
+    list_display = [
+        "id", "submission", "hardware", "verdict", "candidate_median_ms", "speedup", "finished_at",
+    ]
+    list_filter = ["verdict", "hardware", "purpose"]
+    search_fields = ["submission__id", "source_hash"]
+    raw_id_fields = ["submission", "problem_version"]
+
+    # Only runners write evaluations; admins read them (and re-verify through actions).
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

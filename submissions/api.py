@@ -29,14 +29,17 @@ from submissions.authentication import (
     TokenScopes,
 )
 from submissions.models import ApiToken, Submission
-from submissions.quotas import quota_usage
+from submissions.quotas import QuotaExceeded, quota_usage
 from submissions.selectors import can_see_details, hardware_overview, user_submissions
 from submissions.services import (
     BATCH_MAX,
     BatchError,
+    NcuRequestError,
     SubmissionError,
     api_token_create,
+    api_token_revoke,
     decode_source,
+    ncu_report_request,
     submission_create,
     submission_create_batch,
     submission_resolve,
@@ -607,3 +610,102 @@ class TokenListCreateApi(ApiMixin, APIView):
             return submission_error_response(error)
         return Response(s.TokenCreatedSerializer({**token_data(token), "key": key}).data,
                         status=201)
+
+
+class TokenDetailApi(ApiMixin, APIView):
+    """One of the user's API tokens: DELETE revokes it (its key stops working at once)."""
+
+    authentication_classes = TokenListCreateApi.authentication_classes
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="tokens_revoke",
+        responses={
+            204: OpenApiResponse(description="Revoked (or it already was): its key is refused "
+                                 "from now on."),
+            **NOT_FOUND,
+            **ERRORS,
+        },
+        description="Revoke one of your API tokens, by the id that GET /api/v1/tokens/ lists; "
+        "a token may revoke itself. Another user's token is not found (404). Authenticate "
+        "with your session, HTTP Basic, or a token that has the submit scope.",
+    )
+    def delete(self, request, pk: int) -> Response:
+        try:
+            api_token_revoke(user=request.user, token_id=pk)
+        except ApiToken.DoesNotExist:
+            raise exceptions.NotFound("You have no API token with this id.") from None
+        return Response(status=204)
+
+
+# ---- Nsight Compute reports ---------------------------------------------------------------------
+
+
+def _own_submission(request, pk: int) -> Submission:
+    """The submission, for its owner and staff; others get 404 (its profiles are not theirs)."""
+    submission = Submission.objects.select_related("hardware").filter(pk=pk).first()
+    if submission is None or not can_see_details(submission, request.user):
+        raise exceptions.NotFound(f"You have no submission {pk}.")
+    return submission
+
+
+class NcuReportListCreateApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="submissions_ncu_list",
+        responses={200: s.NcuReportSerializer(many=True), **NOT_FOUND, **ERRORS},
+        description="The submission's Nsight Compute reports, newest first (owner and admins).",
+    )
+    def get(self, request, pk: int) -> Response:
+        submission = _own_submission(request, pk)
+        reports = submission.ncu_reports.defer("report")[:20]
+        return Response(s.NcuReportSerializer(reports, many=True,
+                                              context={"request": request}).data)
+
+    @extend_schema(
+        operation_id="submissions_ncu_create",
+        request=None,
+        responses={
+            202: s.NcuReportSerializer,
+            409: OpenApiResponse(s.ApiErrorSerializer,
+                                 description="Not evaluated yet, or a report is already open."),
+            **NOT_FOUND,
+            **ERRORS,
+        },
+        description="Queue an Nsight Compute report on the submission's own kernels: a runner "
+        "of its hardware runs ncu in the kernel's sandbox (never during a timed evaluation) "
+        "and stores the figures, ncu's text and the .ncu-rep file. A runner without ncu (or "
+        "a CPU one) finishes it as `unavailable` with the reason. Owner and admins only; "
+        "QUOTA_NCU_REPORTS_PER_DAY per user and UTC day (429, code quota_ncu_reports).",
+    )
+    def post(self, request, pk: int) -> Response:
+        submission = _own_submission(request, pk)
+        try:
+            report = ncu_report_request(user=request.user, submission=submission)
+        except NcuRequestError as error:
+            return Response(error_body(error.message, error.code), status=409)
+        except QuotaExceeded as error:
+            return Response(
+                error_body(error.message, error.code, retry_after=error.retry_after),
+                status=429, headers={"Retry-After": str(error.retry_after)},
+            )
+        return Response(s.NcuReportSerializer(report, context={"request": request}).data,
+                        status=202)
+
+
+class NcuReportDetailApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="submissions_ncu_retrieve",
+        responses={200: s.NcuReportSerializer, **NOT_FOUND, **ERRORS},
+        description="One Nsight Compute report (poll it until its status is no longer queued "
+        "or running).",
+    )
+    def get(self, request, pk: int, report_pk: int) -> Response:
+        submission = _own_submission(request, pk)
+        report = submission.ncu_reports.defer("report").filter(pk=report_pk).first()
+        if report is None:
+            raise exceptions.NotFound(f"Submission {pk} has no report {report_pk}.")
+        return Response(s.NcuReportSerializer(report, context={"request": request}).data)

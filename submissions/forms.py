@@ -1,4 +1,5 @@
 from django import forms
+from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 
 from evaluation.models import Hardware
@@ -12,15 +13,38 @@ class ProblemChoiceField(forms.ModelChoiceField):
         return f"{problem.slug} ({problem.name})" if problem.name else problem.slug
 
 
+class CodeEditor(forms.Textarea):
+    """A textarea that static/kbsite/code-editor.js turns into a CodeMirror editor (npm's
+    `codemirror`, served from node_modules/ where `make` installed it: settings.CODE_EDITOR_ASSETS).
+
+    The textarea stays the form's field: the editor copies its text back on submit, and without
+    the editor's files or without JavaScript the page is the plain textarea and works as well.
+    """
+
+    def __init__(self, attrs: dict | None = None) -> None:
+        base = {"rows": 18, "spellcheck": "false", "class": "code", "data-code-editor": "python"}
+        super().__init__({**base, **(attrs or {})})
+
+    @property
+    def media(self) -> forms.Media:
+        if not getattr(settings, "CODE_EDITOR_ASSETS", False):
+            return forms.Media()
+        return forms.Media(
+            css={"all": ["codemirror/lib/codemirror.css"]},
+            js=[
+                "codemirror/lib/codemirror.js",
+                "codemirror/mode/python/python.js",
+                "kbsite/code-editor.js",
+            ],
+        )
+
+
 class KernelSourceForm(forms.Form):
-    """A kernel's code: an uploaded .py file, or pasted text."""
+    """A kernel's code: an uploaded .py file, or pasted text (in a code editor where it loads)."""
 
     source_file = forms.FileField(required=False, label="Upload a .py file")
     source = forms.CharField(
-        required=False,
-        strip=False,
-        label="or paste the code",
-        widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code"}),
+        required=False, strip=False, label="or paste the code", widget=CodeEditor()
     )
 
     def clean(self):
@@ -34,7 +58,8 @@ class KernelSourceForm(forms.Form):
         upload = self.cleaned_data.get("source_file")
         if upload:
             return decode_source(upload.read()), upload.name
-        return self.cleaned_data["source"], ""
+        # Browsers send a textarea's lines ending in CR LF; the file had LF.
+        return self.cleaned_data["source"].replace("\r\n", "\n"), ""
 
 
 class SubmissionForm(KernelSourceForm):

@@ -395,11 +395,37 @@ def _tail(text: str) -> str:
     return text if len(text) <= LOG_LIMIT else "…" + text[-LOG_LIMIT:]
 
 
+def _position(item: dict) -> str:
+    return "(" + ", ".join(str(i) for i in item.get("position") or []) + ")"
+
+
+def diagnosis_lines(diagnosis: dict) -> list[str]:
+    """A failed trial's diagnosis (evaluation/harness/diagnose.py) as feedback: the hint, the
+    worst elements, where the NaN/inf are."""
+    lines = []
+    if diagnosis.get("hint"):
+        lines.append(f"Diagnosis: {diagnosis['hint']}")
+    worst = [w for w in diagnosis.get("worst") or [] if isinstance(w, dict)]
+    if worst:
+        rows = [f"  at {_position(w)}: expected {w.get('expected')}, got {w.get('got')}"
+                for w in worst]
+        lines.append(
+            f"{diagnosis.get('outside_tolerance')} of {diagnosis.get('elements')} elements are "
+            "outside the tolerance; the worst:\n" + "\n".join(rows)
+        )
+    bad = diagnosis.get("nonfinite")
+    if isinstance(bad, dict) and not diagnosis.get("hint"):
+        first = ", ".join(_position(p) for p in bad.get("first") or [] if isinstance(p, dict))
+        lines.append(f"NaN {bad.get('nan')}, +inf {bad.get('posinf')}, -inf "
+                     f"{bad.get('neginf')}; first at {first}")
+    return lines
+
+
 def feedback_message(*, evaluation: dict | None, had_code: bool) -> str:
     """What the previous turn's kernel did, for the next turn's prompt.
 
     `evaluation` holds verdict, error, compile_log, traceback, candidate_ms, reference_ms,
-    speedup and flags (any may be missing).
+    speedup, flags and a failed trial's diagnosis (any may be missing).
     """
     if not had_code:
         return (
@@ -412,6 +438,8 @@ def feedback_message(*, evaluation: dict | None, had_code: bool) -> str:
     lines = [f"Your kernel was evaluated. Verdict: {verdict}."]
     if evaluation.get("error"):
         lines.append(f"Error: {_tail(evaluation['error'])}")
+    if isinstance(evaluation.get("diagnosis"), dict):
+        lines.extend(diagnosis_lines(evaluation["diagnosis"]))
     if evaluation.get("compile_log"):
         lines.append(f"Compiler output:\n```\n{_tail(evaluation['compile_log'])}\n```")
     if evaluation.get("traceback"):

@@ -7,8 +7,9 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluation import leases
-from evaluation.models import Runner
+from evaluation import leases, scoring
+from evaluation.harness import verdicts
+from evaluation.models import Hardware, Runner
 
 
 class Model(models.Model):
@@ -207,6 +208,74 @@ class Submission(models.Model):
         return self.problem.code_is_public()
 
 
+class Evaluation(models.Model):
+    """One evaluation of a submission on a hardware: what the evaluator found, reproducibly."""
+
+    # One member per verdict of evaluation/harness/verdicts.py (CORRECT = "correct", ...).
+    Verdict = models.TextChoices("Verdict", [(name.upper(), name) for name in verdicts.VERDICTS])
+
+    class Purpose(models.TextChoices):
+        SUBMISSION = "submission"
+        REVERIFY = "reverify"
+
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="evaluations"
+    )
+    attempt = models.PositiveSmallIntegerField(default=1)
+    purpose = models.CharField(max_length=16, choices=Purpose, default=Purpose.SUBMISSION)
+    hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="evaluations")
+    problem_version = models.ForeignKey(
+        "problems.ProblemVersion", on_delete=models.PROTECT, related_name="evaluations"
+    )
+    runner_name = models.CharField(max_length=200, blank=True)
+    verdict = models.CharField(max_length=32, choices=Verdict, db_index=True)
+    correct = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    compile_log = models.TextField(blank=True)
+    logs = models.TextField(blank=True)
+    trials = models.JSONField(default=list, blank=True)
+    candidate_stats = models.JSONField(null=True, blank=True)
+    reference_stats = models.JSONField(null=True, blank=True)
+    candidate_median_ms = models.FloatField(null=True, blank=True)
+    reference_median_ms = models.FloatField(null=True, blank=True)
+    speedup = models.FloatField(null=True, blank=True)  # reference / candidate, side by side
+    speedup_eager = models.FloatField(null=True, blank=True)  # over the stored eager baseline
+    speedup_compile = models.FloatField(null=True, blank=True)  # over torch.compile's baseline
+    flags = models.JSONField(default=list, blank=True)
+    static_report = models.JSONField(default=dict, blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    seeds = models.JSONField(default=dict, blank=True)
+    phases = models.JSONField(default=dict, blank=True)
+    # Where the device time went, per kernel, candidate and reference (GPU evaluations).
+    profile = models.JSONField(default=dict, blank=True)
+    source_hash = models.CharField(max_length=64)
+    evaluator_version = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "evaluation_evaluation"  # moved from the evaluation app; the table stays
+        ordering = ["-finished_at"]
+        constraints = [
+            # A redelivered task can never store a second evaluation for the same attempt.
+            models.UniqueConstraint(
+                fields=["submission", "purpose", "attempt"], name="unique_evaluation_attempt"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"evaluation of submission {self.submission_id}: {self.verdict}"
+
+    @property
+    def ranks(self) -> bool:
+        """Correct, unflagged and timed (evaluation/scoring.py, the one rule)."""
+        return scoring.ranks(
+            {"correct": self.correct, "flags": self.flags,
+             "candidate_median_ms": self.candidate_median_ms}
+        )
+
+
 class Reverification(models.Model):
     """A submission evaluated again with fresh secret seeds, on another runner where one is live.
 
@@ -239,11 +308,11 @@ class Reverification(models.Model):
     status = models.CharField(max_length=16, choices=Status, default=Status.QUEUED)
     # The submission's own evaluation being checked, and the second one (once stored).
     checked_evaluation = models.ForeignKey(
-        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL,
+        Evaluation, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+",
     )
     evaluation = models.ForeignKey(
-        "evaluation.Evaluation", null=True, blank=True, on_delete=models.SET_NULL,
+        Evaluation, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+",
     )
     message = models.TextField(blank=True)  # why it failed, in plain words
@@ -476,3 +545,75 @@ class Generation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} {self.problem_id} sample {self.sample_index} turn {self.turn}"
+
+
+class NcuReport(models.Model):
+    """An Nsight Compute report on a submission's own kernels, asked for by its owner or staff.
+
+    Leased work like a re-verification: queued -> running (one runner of the submission's
+    hardware) -> done, failed, or unavailable (that runner has no ncu, or no GPU). ncu runs in
+    the candidate's sandbox, never inside a timed evaluation; `text` is its details page,
+    `kernels` the small metric set per kernel, `report` the .ncu-rep file (owner and staff only).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        UNAVAILABLE = "unavailable"
+
+    OPEN = (Status.QUEUED, Status.RUNNING)
+
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="ncu_reports"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    status = models.CharField(max_length=16, choices=Status, default=Status.QUEUED,
+                              db_index=True)
+    message = models.TextField(blank=True)  # why it failed or is unavailable, in plain words
+    text = models.TextField(blank=True)
+    kernels = models.JSONField(default=list, blank=True)
+    report = models.BinaryField(null=True, blank=True, editable=False)
+    report_size = models.PositiveIntegerField(default=0)  # bytes of `report` (0: no file)
+    ncu_version = models.CharField(max_length=100, blank=True)
+    seconds = models.FloatField(null=True, blank=True)  # ncu's own time, both passes
+    claimed_by = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submission"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="one_open_ncu_report",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"ncu report {self.pk} of submission {self.submission_id}: {self.status}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN
+
+    @property
+    def has_file(self) -> bool:
+        return self.report_size > 0
+
+    def claim(self, *, runner_name: str, lease_seconds: int) -> bool:
+        return leases.claim(self, runner_name=runner_name, lease_seconds=lease_seconds)
+
+    def finish(self, *, runner_name: str, status: str, **fields) -> bool:
+        """Running by `runner_name` -> done, failed or unavailable (False: the claim was lost)."""
+        return leases.finish(self, runner_name=runner_name, status=status,
+                             finished_at=timezone.now(), **fields)

@@ -17,8 +17,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from evaluation.models import Evaluation
-from submissions.models import Submission
+from submissions.models import Evaluation, NcuReport, Submission
 
 DEFAULT_MAX_QUEUED = 200
 DEFAULT_GPU_SECONDS_PER_DAY = 3600
@@ -147,3 +146,30 @@ def quota_check(*, user, adding: int = 1, now: datetime | None = None) -> None:
                 code="quota_gpu_seconds",
                 retry_after=max(int((resets - now).total_seconds()) + 1, 1),
             )
+
+
+DEFAULT_NCU_REPORTS_PER_DAY = 10
+
+
+def ncu_reports_per_day() -> int:
+    return int(getattr(settings, "QUOTA_NCU_REPORTS_PER_DAY", DEFAULT_NCU_REPORTS_PER_DAY))
+
+
+def ncu_quota_check(*, user, now: datetime | None = None) -> None:
+    """Raise QuotaExceeded when the user has asked for QUOTA_NCU_REPORTS_PER_DAY Nsight Compute
+    reports since midnight UTC (each holds a GPU for seconds to minutes). Staff are exempt."""
+    if is_exempt(user):
+        return
+    limit = ncu_reports_per_day()
+    if not limit:
+        return
+    now = now or timezone.now()
+    start = day_start(now)
+    used = NcuReport.objects.filter(requested_by=user, created_at__gte=start).count()
+    if used >= limit:
+        raise QuotaExceeded(
+            f"You have asked for {used} Nsight Compute reports today; the limit is {limit} a "
+            "day (UTC).",
+            code="quota_ncu_reports",
+            retry_after=max(int((start + timedelta(days=1) - now).total_seconds()), 1),
+        )

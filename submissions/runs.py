@@ -30,9 +30,9 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from evaluation import metrics, scoring
-from evaluation.models import Evaluation, Hardware
+from evaluation.models import Hardware
 from problems.models import Problem, Tag
-from submissions.models import Generation, Model, Run, Submission
+from submissions.models import Evaluation, Generation, Model, Run, Submission
 from submissions.selectors import latest_evaluations
 from submissions.services import (
     PRECISIONS,
@@ -356,6 +356,9 @@ def _evaluation_feedback(evaluation: Evaluation | None) -> dict | None:
         "candidate_ms": evaluation.candidate_median_ms,
         "reference_ms": evaluation.reference_median_ms,
         "speedup": evaluation.speedup,
+        # A failed trial's diagnosis (evaluation/harness/diagnose.py): hint, worst elements.
+        "diagnosis": next((t["diagnosis"] for t in evaluation.trials or []
+                           if isinstance(t, dict) and t.get("diagnosis")), None),
     }
 
 

@@ -1,15 +1,18 @@
 """Read-side helpers shared by pages, the API and live events."""
 
+import math
+import statistics
 from collections.abc import Iterable
 
 from django.conf import settings
 from django.db.models import Count, Q, TextChoices
+from django.utils import timezone
 
-from evaluation import scoring
+from evaluation import leases, scoring
 from evaluation.harness import verdicts
 from evaluation.harness.errors import clean_text, truncate
-from evaluation.models import Evaluation, Hardware, Runner
-from submissions.models import Reverification, Submission
+from evaluation.models import Hardware, Runner
+from submissions.models import Evaluation, Reverification, Submission
 
 # Characters of one log field shown on a page or in the API (head and tail, with a marker).
 DEFAULT_LOG_DISPLAY_CHARS = 64 * 1024
@@ -79,16 +82,88 @@ def evaluation_logs(evaluation, *, details: bool) -> dict[str, str]:
     return logs
 
 
+def _earlier(submission: Submission, *, prefix: str = "") -> Q:
+    """Rows queued before the submission (its own hardware's queue is first in, first out)."""
+    return Q(**{f"{prefix}created_at__lt": submission.created_at})
+
+
 def queue_position(submission: Submission) -> int | None:
-    """1 for the next to run on its hardware; None once it left the queue."""
+    """1 for the next to run on its hardware; None once it left the queue.
+
+    Its place among the work a runner of the hardware can claim (evaluation.leases.claimable:
+    queued, or running on a lease whose runner died): the submissions and re-verifications
+    queued before it, then itself.
+    """
     if submission.status != Submission.Status.QUEUED:
         return None
+    claimable = leases.claimable()
     ahead = Submission.objects.filter(
-        hardware_id=submission.hardware_id,
-        status=Submission.Status.QUEUED,
-        created_at__lt=submission.created_at,
+        claimable, _earlier(submission), hardware_id=submission.hardware_id
+    ).count()
+    ahead += Reverification.objects.filter(
+        claimable, _earlier(submission), submission__hardware_id=submission.hardware_id
     ).count()
     return ahead + 1
+
+
+# How many of the hardware's latest evaluations the wait estimate takes its median from.
+ESTIMATE_SAMPLE = 20
+
+
+def evaluation_seconds(*, hardware_id: int, sample: int = ESTIMATE_SAMPLE) -> float | None:
+    """The median duration of the hardware's latest evaluations (start to finish), or None
+    when it has none yet."""
+    spans = Evaluation.objects.filter(hardware_id=hardware_id, started_at__isnull=False).order_by(
+        "-finished_at"
+    ).values_list("started_at", "finished_at")[:sample]
+    durations = [(end - start).total_seconds() for start, end in spans if end >= start]
+    return statistics.median(durations) if durations else None
+
+
+def queue_estimate(submission: Submission) -> dict | None:
+    """Where a queued submission stands, and about how long until its result: None once it
+    left the queue.
+
+    {"position", "runners" (online ones of its hardware), "seconds" (None without an online
+    runner or without evaluations to time)}. Every runner takes one evaluation at a time: the
+    work ahead of it and the evaluations running now, shared among the online runners, each
+    taking the median of the hardware's latest evaluations (evaluation_seconds), then its own.
+    """
+    position = queue_position(submission)
+    if position is None:
+        return None
+    runners = Runner.objects.filter(
+        hardware_id=submission.hardware_id, last_seen__gte=Runner.online_since()
+    ).count()
+    median = evaluation_seconds(hardware_id=submission.hardware_id)
+    seconds = None
+    if runners and median is not None:
+        now = timezone.now()
+        running = Submission.objects.filter(
+            hardware_id=submission.hardware_id,
+            status=Submission.Status.RUNNING,
+            lease_expires_at__gte=now,
+        ).count() + Reverification.objects.filter(
+            submission__hardware_id=submission.hardware_id,
+            status=Reverification.Status.RUNNING,
+            lease_expires_at__gte=now,
+        ).count()
+        rounds = math.ceil((position + running) / runners)
+        seconds = round(rounds * median)
+    return {"position": position, "runners": runners, "seconds": seconds}
+
+
+def queue_text(estimate: dict | None, *, hardware: str) -> str:
+    """The estimate in words, as the submission page shows it (static/kbsite/live.js says the
+    same from the status payload)."""
+    if not estimate:
+        return ""
+    text = f"position {estimate['position']} in the queue"
+    if not estimate["runners"]:
+        return f"{text}; no runner of {hardware} is online now"
+    if estimate["seconds"] is not None:
+        return f"{text}, result in about {max(estimate['seconds'], 1)} s"
+    return text
 
 
 def evaluation_summary(evaluation, *, details: bool = False) -> dict | None:
@@ -105,6 +180,9 @@ def evaluation_summary(evaluation, *, details: bool = False) -> dict | None:
         "speedup_compile": evaluation.speedup_compile,
         "flags": evaluation.flags,
         "error": shown_error(evaluation, details=details),
+        # "reverify": a second evaluation with fresh seeds, which replaced the first one.
+        "purpose": evaluation.purpose,
+        "attempt": evaluation.attempt,
     }
 
 
@@ -114,11 +192,14 @@ def submission_status_payload(submission: Submission, *, details: bool = False) 
     evaluation = (
         submission.latest_evaluation if submission.status == Submission.Status.FINISHED else None
     )
+    estimate = queue_estimate(submission)
     return {
         "submission": submission.pk,
         "status": submission.status,
         "verdict": submission.verdict or None,
-        "queue_position": queue_position(submission),
+        "queue_position": estimate["position"] if estimate else None,
+        # In words, with the estimate (queue_text); empty once it left the queue.
+        "queue_text": queue_text(estimate, hardware=submission.hardware.slug) if estimate else "",
         "progress": submission.progress,
         "attempts": submission.attempts,
         "evaluation": evaluation_summary(evaluation, details=details),
@@ -186,6 +267,18 @@ class RankingState(TextChoices):
     NOT_CORRECT = "not_correct"
     NOT_TIMED = "not_timed"
     NOT_EVALUATED = "not_evaluated"
+
+
+# The states as the submission page names them (the API gives the values).
+RANKING_LABELS = {
+    RankingState.RANKED: "ranked",
+    RankingState.PENDING_REVERIFICATION: "held: pending re-verification",
+    RankingState.FAILED_REVERIFICATION: "not ranked: re-verification failed",
+    RankingState.FLAGGED: "not ranked: flagged",
+    RankingState.NOT_CORRECT: "not ranked: not correct",
+    RankingState.NOT_TIMED: "not ranked: not timed",
+    RankingState.NOT_EVALUATED: "not evaluated yet",
+}
 
 
 def _participant(row: dict) -> str:

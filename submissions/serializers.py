@@ -1,13 +1,14 @@
 """Input and output serializers of the REST API (/api/v1/)."""
 
 from django.conf import settings
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from evaluation.harness.config import DEFAULT_TOLERANCE
-from evaluation.models import Evaluation
+from evaluation.profiles import profile_view
 from problems.models import Problem
-from submissions.models import ApiToken, Submission
+from submissions.models import ApiToken, Evaluation, NcuReport, Submission
 from submissions.selectors import (
     LOG_FIELDS,
     RankingState,
@@ -278,7 +279,28 @@ class EvaluationSerializer(serializers.Serializer):
     verdict = serializers.ChoiceField(choices=Evaluation.Verdict.choices)
     correct = serializers.BooleanField()
     error = serializers.CharField(help_text="Others than the owner and admins: a generic message.")
-    trials = serializers.ListField(child=serializers.DictField())
+    trials = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="One record per correctness trial: k, passed, max_abs_diff, mean_abs_diff, "
+        "reason, flags. A failed trial also has `diagnosis` (owner and admins only; see the "
+        "`diagnosis` field).",
+    )
+    diagnosis = serializers.SerializerMethodField(
+        help_text="Owner and admins only: what the failed trial tells the kernel's author, "
+        "null when no trial failed on its values, shape or dtype. `hint`: one actionable "
+        "sentence, e.g. 'consistent with TF32 accumulation: pass input_precision=\"ieee\" to "
+        "tl.dot or disable TF32' when the error matches the reference recomputed with TF32 "
+        "(likewise fp16/bf16 inputs or accumulation: `precision_match` names the variant, "
+        "`precision_match_by` says how: same_rounding, or error_size alone and the hint then "
+        "begins 'Maybe'; `precision` holds each variant's mean abs error and whether it "
+        "matches), a transposed, "
+        "permuted, reshaped or broadcast shape (`kind`, `expected_shape`, `got_shape`, "
+        "`values_match`), NaN/inf (`nonfinite`: counts nan, posinf, neginf and the `first` "
+        "positions), a wrong dtype (`expected_dtype`, `got_dtype`). `worst`: up to 5 elements "
+        "furthest outside the tolerance (index: flat index, position: multi-index, expected, "
+        "got, abs_diff), with `outside_tolerance` of `elements`. `k`: the trial; `output`: "
+        "which output, when the problem returns several.",
+    )
     candidate = serializers.DictField(source="candidate_stats", allow_null=True)
     reference = serializers.DictField(source="reference_stats", allow_null=True)
     candidate_ms = serializers.FloatField(source="candidate_median_ms", allow_null=True)
@@ -298,6 +320,30 @@ class EvaluationSerializer(serializers.Serializer):
     traceback = serializers.CharField(allow_null=True, help_text="Owner and admins only.")
     logs = serializers.CharField(allow_null=True, help_text="Owner and admins only.")
     seeds = serializers.DictField(allow_null=True, help_text="Owner and admins only.")
+    profile = serializers.SerializerMethodField(
+        help_text="Owner and admins only, GPU evaluations: where the device time went, per "
+        "kernel (name, own, calls, device_us, share), for the submitted kernel and the "
+        "reference, with the whole call's achieved bytes/s and FLOP/s against the hardware's "
+        "peaks. Null otherwise."
+    )
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_diagnosis(self, evaluation) -> dict | None:
+        if not self.context.get("show_logs"):
+            return None
+        for trial in evaluation.trials or []:
+            if isinstance(trial, dict) and trial.get("diagnosis"):
+                return {"k": trial.get("k"), **trial["diagnosis"]}
+        return None
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_profile(self, evaluation) -> dict | None:
+        if not self.context.get("show_logs"):
+            return None
+        view = profile_view(evaluation)
+        if view is None:
+            return None
+        return {key: value for key, value in view.items() if key != "roofline"}
 
     def to_representation(self, evaluation):
         data = super().to_representation(evaluation)
@@ -308,6 +354,8 @@ class EvaluationSerializer(serializers.Serializer):
         if not details:
             for field in ("compile_log", "traceback", "logs", "seeds"):
                 data[field] = None
+            data["trials"] = [{k: v for k, v in t.items() if k != "diagnosis"}
+                              if isinstance(t, dict) else t for t in data["trials"]]
         return data
 
 
@@ -446,3 +494,33 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "ranking": submission_ranking(submission),
         "evaluation": evaluation,
     }
+
+
+class NcuReportSerializer(serializers.Serializer):
+    """An Nsight Compute report on a submission's kernels (owner and admins)."""
+
+    id = serializers.IntegerField()
+    submission = serializers.IntegerField(source="submission_id")
+    status = serializers.ChoiceField(choices=NcuReport.Status.choices)
+    message = serializers.CharField(help_text="Why it failed or is unavailable.")
+    kernels = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Per profiled kernel: name, duration_ns, compute_pct, memory_pct, "
+        "occupancy_pct, l2_pct, dram_pct, dram_bytes, flops, stalls ([reason, value]).",
+    )
+    text = serializers.CharField(help_text="ncu's details page, as text.")
+    ncu_version = serializers.CharField()
+    seconds = serializers.FloatField(allow_null=True, help_text="ncu's own time, both passes.")
+    report_url = serializers.SerializerMethodField(
+        help_text="The .ncu-rep file, for Nsight Compute's UI; null until there is one."
+    )
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_report_url(self, report) -> str | None:
+        if report.status != NcuReport.Status.DONE or not report.has_file:
+            return None
+        url = reverse("submission_ncu_report", args=[report.submission_id, report.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url

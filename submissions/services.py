@@ -14,11 +14,19 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from evaluation import leases
-from evaluation.models import Evaluation, Hardware
+from evaluation.models import Hardware
 from kbsite.live import publish, submission_group
 from problems.models import Problem, source_hash
-from submissions.models import ApiToken, Model, Reverification, Run, Submission
-from submissions.quotas import QuotaExceeded, quota_check
+from submissions.models import (
+    ApiToken,
+    Evaluation,
+    Model,
+    NcuReport,
+    Reverification,
+    Run,
+    Submission,
+)
+from submissions.quotas import QuotaExceeded, ncu_quota_check, quota_check
 from submissions.selectors import submission_status_payload
 
 log = logging.getLogger(__name__)
@@ -604,26 +612,28 @@ def reverification_request(
     return reverification
 
 
-def enqueue_reverification(reverification: Reverification) -> bool:
-    """Hand the re-verification to its hardware's queue, once: the conditional update on
-    enqueued_at keeps sweeps in several runners from queueing it twice."""
-    marked = Reverification.objects.filter(
-        pk=reverification.pk, status=Reverification.Status.QUEUED, enqueued_at__isnull=True
+def enqueue_once(row, *, task: str) -> bool:
+    """Hand a queued re-verification or Nsight Compute report to its hardware's queue, once: the
+    conditional update on enqueued_at keeps sweeps in several runners from queueing it twice. A
+    broker that is down unmarks it, and the next sweep tries again."""
+    model = type(row)
+    marked = model.objects.filter(
+        pk=row.pk, status=leases.QUEUED, enqueued_at__isnull=True
     ).update(enqueued_at=timezone.now())
     if not marked:
         return False
     try:
-        async_task(
-            "gpu_runner.tasks.reverify",
-            reverification.pk,
-            cluster=reverification.submission.hardware.queue_name,
-            task_name=f"reverify-{reverification.pk}",
-        )
-    except Exception:  # broker down: unmark it, and the next sweep tries again
-        log.exception("could not enqueue re-verification %s", reverification.pk)
-        Reverification.objects.filter(pk=reverification.pk).update(enqueued_at=None)
+        async_task(task, row.pk, cluster=row.submission.hardware.queue_name,
+                   task_name=f"{task.rsplit('.', 1)[-1]}-{row.pk}")
+    except Exception:
+        log.exception("could not enqueue %s %s", model.__name__, row.pk)
+        model.objects.filter(pk=row.pk).update(enqueued_at=None)
         return False
     return True
+
+
+def enqueue_reverification(reverification: Reverification) -> bool:
+    return enqueue_once(reverification, task="gpu_runner.tasks.reverify")
 
 
 def reverifications_requeue(*, hardware_slug: str, limit: int = 100) -> int:
@@ -643,3 +653,64 @@ def reverifications_requeue(*, hardware_slug: str, limit: int = 100) -> int:
         1 for reverification in stranded.order_by("created_at")[:limit]
         if enqueue_reverification(reverification)
     )
+
+
+# ---- Nsight Compute reports ----------------------------------------------------------------------
+
+
+class NcuRequestError(Exception):
+    def __init__(self, message: str, *, code: str = "invalid") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def ncu_report_request(*, user, submission: Submission) -> NcuReport:
+    """Queue an Nsight Compute report on the submission's kernels, for its owner or staff.
+
+    NcuRequestError when the user may not ask, the submission has not been evaluated yet, or a
+    report is already queued or running; QuotaExceeded past the daily quota. The task goes to the
+    submission's hardware queue after the commit; a runner without ncu answers "unavailable".
+    """
+    if not (user.is_staff or (submission.user_id and submission.user_id == user.pk)):
+        raise NcuRequestError("Only the submission's owner and staff can ask for a profile.",
+                              code="forbidden")
+    if submission.status != Submission.Status.FINISHED:
+        raise NcuRequestError(f"Submission {submission.pk} has not been evaluated yet.",
+                              code="not_evaluated")
+    with transaction.atomic():
+        # One request at a time per user passes the quota check (the row lock orders them).
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        ncu_quota_check(user=user)
+        try:
+            with transaction.atomic():
+                report = NcuReport.objects.create(submission=submission, requested_by=user)
+        except IntegrityError:  # one_open_ncu_report
+            raise NcuRequestError(
+                f"A report on submission {submission.pk} is already queued or running.",
+                code="already_open",
+            ) from None
+        transaction.on_commit(lambda: enqueue_ncu_report(report), robust=True)
+    return report
+
+
+def enqueue_ncu_report(report: NcuReport) -> bool:
+    return enqueue_once(report, task="gpu_runner.tasks.ncu_report")
+
+
+def ncu_reports_requeue(*, hardware_slug: str, limit: int = 20) -> int:
+    """Runners call it in their heartbeat: reports whose runner died go back to the queue (and
+    stop after SUBMISSION_MAX_ATTEMPTS), those that never reached the broker are queued."""
+    mine = NcuReport.objects.filter(submission__hardware__slug=hardware_slug)
+    for report in mine.filter(leases.claimable(), status=NcuReport.Status.RUNNING):
+        leases.stop_if_poison(
+            report, max_attempts=settings.SUBMISSION_MAX_ATTEMPTS,
+            status=NcuReport.Status.FAILED, finished_at=timezone.now(),
+            message="The runner making this report died each time it tried.",
+        )
+    leases.requeue_abandoned(mine, enqueued_at=None)
+    waited = timezone.now() - timedelta(seconds=settings.Q_RETRY)
+    mine.filter(status=NcuReport.Status.QUEUED, enqueued_at__lt=waited).update(enqueued_at=None)
+    stranded = mine.filter(status=NcuReport.Status.QUEUED, enqueued_at__isnull=True)
+    return sum(1 for report in stranded.order_by("created_at")[:limit]
+               if enqueue_ncu_report(report))

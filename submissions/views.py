@@ -1,12 +1,13 @@
 """Web pages: submit, a submission's live page, a user's list; accounts and API tokens."""
 
 from django.apps import apps
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.cache import never_cache
@@ -16,23 +17,28 @@ from drf_spectacular.settings import spectacular_settings
 from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from evaluation.models import Hardware
+from evaluation.profiles import profile_view
 from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
 from problems.services import kernel_starter
 from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
-from submissions.models import ApiToken, Submission
-from submissions.quotas import quota_usage
+from submissions.models import ApiToken, Evaluation, NcuReport, Submission
+from submissions.quotas import QuotaExceeded, ncu_reports_per_day, quota_usage
 from submissions.selectors import (
+    RANKING_LABELS,
     can_see_details,
     evaluation_logs,
+    submission_ranking,
     submission_status_payload,
     user_submissions,
 )
 from submissions.services import (
+    NcuRequestError,
     SubmissionError,
     api_token_create,
     api_token_revoke,
     clean_filename,
+    ncu_report_request,
     submission_create,
 )
 
@@ -123,15 +129,35 @@ def submission_new(request):
 def _evaluation_context(request, submission: Submission) -> dict:
     evaluation = submission.latest_evaluation
     details = can_see_details(submission, request.user)
+    reverification = submission.reverifications.select_related(
+        "evaluation", "checked_evaluation"
+    ).first()
+    # Once a re-verification's evaluation is the latest (the one that counts), the first one it
+    # checked stays on the page below it, labelled.
+    first = None
+    if evaluation is not None and evaluation.purpose == Evaluation.Purpose.REVERIFY:
+        first = (reverification.checked_evaluation if reverification else None) or (
+            submission.evaluations.filter(purpose=Evaluation.Purpose.SUBMISSION)
+            .order_by("-finished_at", "-id")
+            .first()
+        )
+    ranking = submission_ranking(submission) if evaluation is not None else None
     return {
         "submission": submission,
         "evaluation": evaluation,
-        "reverification": submission.reverifications.select_related("evaluation").first(),
+        "reverification": reverification,
+        "ranking": ranking,
+        "ranking_label": RANKING_LABELS.get(ranking["state"], "") if ranking else "",
+        "reverify_tolerance": settings.REVERIFY_SPEED_TOLERANCE,
+        "first_evaluation": first,
+        "first_logs": evaluation_logs(first, details=details),
         # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.
         # Without details: the generic error, no logs.
         "logs": evaluation_logs(evaluation, details=details),
         "show_code": submission.code_visible_to(request.user),
         "show_logs": details,
+        # Kernel names tell about the code: the owner and staff see where the time goes.
+        "profile": profile_view(evaluation) if evaluation is not None and details else None,
     }
 
 
@@ -141,6 +167,8 @@ def submission_detail(request, pk: int):
     )
     context = _evaluation_context(request, submission)
     context["status"] = submission_status_payload(submission, details=context["show_logs"])
+    if context["show_logs"] and submission.status == Submission.Status.FINISHED:
+        context.update(_ncu_context(request, submission), ncu_section=True)
     return render(request, "submissions/detail.html", context)
 
 
@@ -279,3 +307,53 @@ def api_docs(request):
         for method, operation in methods.items()
     ]
     return render(request, "submissions/api_docs.html", {"schema": schema, "ops": operations})
+
+
+def _ncu_context(request, submission: Submission) -> dict:
+    reports = list(submission.ncu_reports.defer("report")[:5])
+    latest_done = next((r for r in reports if r.status == NcuReport.Status.DONE), None)
+    evaluation = submission.latest_evaluation
+    return {
+        "submission": submission,
+        "ncu_reports": reports,
+        "ncu_open": any(r.is_open for r in reports),
+        "ncu_per_day": ncu_reports_per_day(),
+        "ncu_profile": (
+            profile_view(evaluation, ncu_kernels=latest_done.kernels)
+            if latest_done and evaluation is not None else None
+        ),
+    }
+
+
+def submission_ncu(request, pk: int):
+    """The Nsight Compute part of the submission page (owner and staff): GET renders it (the
+    page fetches it again while a report is open), POST asks for a new report."""
+    submission = get_object_or_404(Submission.objects.select_related("hardware"), pk=pk)
+    if not can_see_details(submission, request.user):
+        raise PermissionDenied("Only the submission's owner and staff see its profiles.")
+    if request.method == "POST":
+        try:
+            ncu_report_request(user=request.user, submission=submission)
+            messages.success(request, "Nsight Compute report queued; it appears below when "
+                                      "a runner has made it.")
+        except (NcuRequestError, QuotaExceeded) as error:
+            messages.error(request, error.message)
+        return redirect(f"{submission.get_absolute_url()}#ncu")
+    return render(request, "submissions/_ncu.html", _ncu_context(request, submission))
+
+
+@require_GET
+def submission_ncu_report(request, pk: int, report_pk: int):
+    """The .ncu-rep file, for Nsight Compute's UI (owner and staff)."""
+    submission = get_object_or_404(Submission, pk=pk)
+    if not can_see_details(submission, request.user):
+        raise PermissionDenied("Only the submission's owner and staff see its profiles.")
+    report = get_object_or_404(NcuReport, pk=report_pk, submission=submission)
+    if not report.has_file:
+        raise Http404("This report has no file.")
+    response = HttpResponse(bytes(report.report), content_type="application/octet-stream")
+    response["Content-Disposition"] = content_disposition_header(
+        True, f"submission-{submission.pk}-ncu-{report.pk}.ncu-rep"
+    )
+    response["Cache-Control"] = "private, no-store"
+    return response

@@ -10,11 +10,10 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from evaluation.models import Evaluation
 from leaderboard.services import board_refresh_for
 from problems.models import Problem, source_hash
 from problems.services import problem_upsert
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 
 REFERENCE = "import torch\n\n\nclass Model(torch.nn.Module):\n    pass  # {tag}\n"
 

@@ -10,9 +10,8 @@ import pytest
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from evaluation.models import Evaluation
 from submissions.llm import MOCK_FILE_ENV
-from submissions.models import Model, Submission
+from submissions.models import Evaluation, Model, Submission
 from tests.conftest import REPO, process_env, stop_process
 
 MODEL_NAME = "openai/gpt-4o-mini"  # in litellm's local price list, so costs are not zero

@@ -9,8 +9,7 @@ import pytest
 import requests
 from django.contrib.auth import get_user_model
 
-from evaluation.models import Evaluation
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from tests.api_support import token_for
 from tests.conftest import kernel_source, wait_for
 

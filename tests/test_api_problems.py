@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from evaluation.models import Baseline, Hardware, Runner
-from problems.models import Problem
+from evaluation.models import Hardware, Runner
+from problems.models import Baseline, Problem
 from problems.services import problem_upsert
 from submissions.services import submission_create
 from tests.api_support import SchemaCheckedClient, token_for

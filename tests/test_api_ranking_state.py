@@ -6,10 +6,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
-from evaluation.models import Evaluation
 from leaderboard.models import BestEntry
 from leaderboard.services import board_refresh_for
-from submissions.models import Reverification, Submission
+from submissions.models import Evaluation, Reverification, Submission
 from submissions.services import reverification_request, submission_create
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import kernel_source

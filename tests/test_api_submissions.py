@@ -6,9 +6,8 @@ from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django_q.models import OrmQ
 
-from evaluation.models import Evaluation
 from problems.models import Problem
-from submissions.models import ApiToken, Submission
+from submissions.models import ApiToken, Evaluation, Submission
 from submissions.services import submission_create
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import kernel_source

@@ -8,8 +8,9 @@ import torch
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from evaluation.models import Baseline, Hardware
+from evaluation.models import Hardware
 from gpu_runner.curation import baselines_compile_ahead
+from problems.models import Baseline
 from problems.services import problem_upsert
 from tests.conftest import REPO
 

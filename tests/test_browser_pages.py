@@ -31,9 +31,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from evaluation.models import Baseline, Evaluation, Runner
+from competitions.models import Competition
+from competitions.services import competition_submit
+from evaluation.models import Runner
 from evaluation.services import hardware_register
-from submissions.models import ApiToken, Model, Run, Submission
+from problems.models import Baseline
+from submissions.models import ApiToken, Evaluation, Model, Run, Submission
 from submissions.services import api_token_create
 from tests.conftest import REPO, free_port, process_env, stop_process, wait_for
 from tests.leaderboard_factory import make_problem, make_result, make_submission
@@ -111,6 +114,15 @@ def fill_empty(sample_problems) -> dict:
     llm = Model.objects.create(litellm_name="openai/gpt-test", display_name="GPT Test")
     run = Run.objects.create(name="first-sweep", model=llm, hardware=cpu)
     run.problems.add(relu)
+    # A competition running on the site's hardware, nobody entered yet.
+    now = timezone.now()
+    sprint = Competition.objects.create(
+        slug="cpu-sprint", title="CPU sprint: the small problems", hardware=cpu,
+        backends=["torch", "cpp"], precisions=["fp32"], starts_at=now - timedelta(hours=1),
+        ends_at=now + timedelta(days=2), daily_limit=5, published=True,
+        description="Make the sample problems fast on a CPU.",
+    )
+    sprint.problems.set(sample_problems.values())
     queued = Submission.objects.create(
         user=users["user"],
         problem=relu,
@@ -128,6 +140,7 @@ def fill_empty(sample_problems) -> dict:
         "run": run,
         "submissions": {"queued": queued},
         "username": users["user"].username,
+        "competition": sprint,
     }
 
 
@@ -189,6 +202,20 @@ def fill_busy(sample_problems) -> dict:
     for n in range(30):
         make_submission(problem=problems[n % len(problems)], hardware=gpu, user=ada,
                         backend=("cuda", "triton", "cpp", "torch")[n % 4])
+    # Entries in the competition: ranked, failed and waiting ones from three people.
+    sprint = site["competition"]
+    for person, ms in ((ada, 2.0), (others[0], 1.0), (others[1], None)):
+        for problem in (relu, sample_problems["level1/902_Small_Matmul"]):
+            entry = competition_submit(competition=sprint, user=person, problem=problem,
+                                       source=f"class ModelNew:\n    pass  # {person.username}\n",
+                                       backend="torch")
+            make_result(problem=problem, hardware=cpu, submission=entry.submission, ms=ms,
+                        verdict="correct" if ms else "compile_error")
+    Competition.objects.create(
+        slug="h200-winter-cup-with-a-long-name", title=f"H200 winter cup: {LONG_NAME}",
+        hardware=gpu, starts_at=timezone.now() - timedelta(days=30),
+        ends_at=timezone.now() - timedelta(days=2), published=True,
+    ).problems.set([long_problem])
     for name in ("laptop", "ci-runner-with-a-long-descriptive-name"):
         api_token_create(user=ada, name=name, scopes=["read", "submit"])
     ApiToken.objects.filter(name="laptop").update(last_used_at=timezone.now())
@@ -249,6 +276,8 @@ def pages(site: dict) -> list[tuple[str, str]]:
         ("leaderboard-user", f"/leaderboard/users/{site['username']}/"),
         ("leaderboard-people", "/leaderboard/people/"),
         ("competitions", "/competitions/"),
+        ("competition", f"/competitions/{site['competition'].slug}/"),
+        ("competition-person", f"/competitions/{site['competition'].slug}/people/ada/"),
         ("submissions", "/submissions/"),
         ("submit", f"/submissions/new/?problem={problem.pk}"),
         ("runs", "/runs/"),
@@ -426,7 +455,31 @@ def _check_submit(page, state: str) -> list[str]:
     chosen = page.eval_on_selector("select[name=hardware]", "s => s.value")
     if state == "empty" and chosen != "cpu":
         wrong.append(f"the only hardware is not chosen ({chosen!r})")
+    return wrong + _check_code_editor(page)
+
+
+def _check_code_editor(page) -> list[str]:
+    """The code field is the CodeMirror editor (submissions.forms.CodeEditor), with the starter."""
+    if page.locator("#id_source-editor.CodeMirror").count() != 1:
+        return ["the code field is not a code editor"]
+    if page.locator("#id_source").is_visible():
+        return ["the plain textarea shows beside the editor"]
+    return []
+
+
+def _check_competition(page, state: str) -> list[str]:
+    rows = page.locator("#standings-table tbody tr[data-key]").count()
+    # Filled: ada and bob rank, the third entrant's kernels failed (listed with no points).
+    wrong = [] if rows == (3 if state == "filled" else 0) else [f"{rows} rows in the standings"]
+    if page.locator("#entry-form").count():
+        wrong += _check_code_editor(page)
     return wrong
+
+
+def _check_boards_hardware(page, state: str) -> list[str]:
+    """A board lands on the hardware with the most results (the only one on an empty site)."""
+    chosen = page.eval_on_selector("form.filters select[name=hardware]", "s => s.value")
+    return [] if chosen == "cpu" else [f"the hardware chosen is {chosen!r}, not cpu"]
 
 
 PAGE_CHECKS = {
@@ -436,6 +489,8 @@ PAGE_CHECKS = {
     "submission-compile_error": _check_verdict("compile error"),
     "submission-running": _check_running,
     "submit": _check_submit,
+    "competition": _check_competition,
+    "leaderboard-people": _check_boards_hardware,
 }
 
 

@@ -21,10 +21,9 @@ from competitions.services import (
     competition_standings,
     competition_submit,
 )
-from evaluation.models import Evaluation
 from evaluation.services import hardware_register
 from problems.models import Problem
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db

@@ -14,11 +14,10 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
 from django.test import AsyncClient, Client
 
-from evaluation.models import Evaluation
 from kbsite.live import publish, submission_group
 from problems.models import Problem
 from submissions.consumers import SubmissionConsumer
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.selectors import GENERIC_ERRORS, submission_status_payload
 from submissions.services import submission_create
 from tests.api_support import token_for

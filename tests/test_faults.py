@@ -19,8 +19,7 @@ from django.db import connection, transaction
 from django.test import Client
 from django_q.models import OrmQ
 
-from evaluation.models import Evaluation
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.services import (
     enqueue_evaluation,
     submission_create,

@@ -3,7 +3,6 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-from evaluation.models import Evaluation
 from evaluation.services import hardware_register
 from kbsite.models import LiveEvent
 from leaderboard import selectors
@@ -16,7 +15,7 @@ from leaderboard.services import (
     with_html,
 )
 from problems.models import Problem
-from submissions.models import Model, Run
+from submissions.models import Evaluation, Model, Run
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django_q.models import OrmQ
 
-from evaluation.models import Validation
-from problems.models import Problem, Tag
+from problems.models import Problem, Tag, Validation
 from problems.services import problem_upsert
 
 pytestmark = pytest.mark.django_db

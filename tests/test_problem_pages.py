@@ -6,11 +6,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from evaluation.models import Baseline, Evaluation, Validation
 from leaderboard.services import board_refresh_for
-from problems.models import Problem
+from problems.models import Baseline, Problem, Validation
 from problems.services import problem_upsert
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 
 PROBLEMS = Path(__file__).resolve().parent / "problems"
 

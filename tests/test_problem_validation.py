@@ -6,7 +6,6 @@ import pytest
 from django.core.management import call_command
 
 from evaluation.harness.sandbox import run_job
-from evaluation.models import Validation
 from gpu_runner.curation import (
     VALIDATION_TIMING,
     validate_problem,
@@ -14,7 +13,7 @@ from gpu_runner.curation import (
     validations_run,
 )
 from problems.curation import validation_request
-from problems.models import Problem, PublishRefused
+from problems.models import Problem, PublishRefused, Validation
 from problems.services import problem_upsert
 from tests.conftest import wait_for
 

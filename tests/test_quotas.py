@@ -12,8 +12,7 @@ from django.test import Client
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from evaluation.models import Evaluation
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.quotas import day_start, quota_usage
 from submissions.services import SubmissionError, submission_create
 from tests.api_support import SchemaCheckedClient, token_for

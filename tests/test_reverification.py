@@ -16,12 +16,12 @@ from django.utils import timezone
 from django_q.models import OrmQ, Task
 
 from evaluation.harness import sandbox
-from evaluation.models import Evaluation, Runner
+from evaluation.models import Runner
 from evaluation.services import runner_heartbeat
 from gpu_runner.services import evaluate_submission, reverify_submission
 from leaderboard.models import BestEntry, Record
 from leaderboard.services import board_rows, flagged_rows
-from submissions.models import Reverification, Submission
+from submissions.models import Evaluation, Reverification, Submission
 from submissions.services import reverifications_requeue, submission_create
 from tests.conftest import kernel_source, wait_for
 from tests.leaderboard_factory import make_result
@@ -389,7 +389,7 @@ def test_real_runners_hold_new_records_until_another_runner_reverifies_and_catch
 
     passed = Reverification.objects.get(submission=honest)
     caught = Reverification.objects.get(submission=once)
-    assert (passed.status, caught.status) == ("passed", "failed")
+    assert (passed.status, caught.status) == ("passed", "failed"), (passed.message, caught.message)
     for reverification in (passed, caught):
         first, second = reverification.checked_evaluation, reverification.evaluation
         assert second.runner_name != first.runner_name

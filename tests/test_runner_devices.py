@@ -3,9 +3,9 @@
 import pytest
 from django.core.management.base import CommandError
 
-from evaluation.models import Evaluation, Hardware, Runner
+from evaluation.models import Hardware, Runner
 from gpu_runner.management.commands.runner import parse_devices
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source, wait_for
 

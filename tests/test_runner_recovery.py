@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.models import Evaluation, Validation
 from problems.curation import validation_request
+from problems.models import Validation
 from problems.services import problem_upsert
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source, stop_process, wait_for
 

@@ -7,9 +7,8 @@ and a rate limit that is retried.
 
 import pytest
 
-from evaluation.models import Evaluation
 from submissions import runs
-from submissions.models import Generation, Run, Submission
+from submissions.models import Evaluation, Generation, Run, Submission
 from tests.conftest import wait_for
 from tests.runs_support import (
     ADD_CORRECT,

@@ -20,8 +20,7 @@ from django.db import connection
 from django_q.brokers import get_broker
 from websockets.sync.client import connect
 
-from evaluation.models import Evaluation
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.services import submission_create
 from tests.conftest import (
     REPO,

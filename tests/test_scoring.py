@@ -8,11 +8,10 @@ import pytest
 from django.urls import reverse
 
 from evaluation import scoring
-from evaluation.models import Evaluation
 from evaluation.services import hardware_register
 from leaderboard import selectors
 from leaderboard.services import board_refresh_for, board_rows
-from submissions.models import Model, Run, Submission
+from submissions.models import Evaluation, Model, Run, Submission
 from submissions.runs import run_fast_p, run_progress
 from tests.leaderboard_factory import make_problem, make_result
 

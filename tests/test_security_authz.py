@@ -15,10 +15,10 @@ from django.test import AsyncClient, Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
 
-from evaluation.models import Baseline, Evaluation, Hardware, Runner, Validation
+from evaluation.models import Hardware, Runner
 from kbsite.asgi import application
-from problems.models import Problem, ProblemVersion
-from submissions.models import Generation, Model, Run, Submission
+from problems.models import Baseline, Problem, ProblemVersion, Validation
+from submissions.models import Evaluation, Generation, Model, Run, Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source
 
@@ -274,7 +274,7 @@ def test_the_admin_site_shows_evaluations_but_cannot_add_change_or_delete_them(s
     admin = client_for(make_user("root", is_staff=True, is_superuser=True))
     evaluation = Evaluation.objects.get()
     before = list(Evaluation.objects.values())
-    base = "/admin/evaluation/evaluation/"
+    base = "/admin/submissions/evaluation/"
     assert admin.get(base).status_code == 200
     assert admin.get(f"{base}{evaluation.pk}/change/").status_code == 200  # read-only view
     form = {
@@ -301,7 +301,7 @@ def test_only_admins_reach_the_curation_and_run_controls(world, cpu_hardware):
     run = Run.objects.get()
     session = client_for(user)
     for path in ("/admin/problems/problem/add/", "/admin/evaluation/hardware/add/",
-                 "/admin/submissions/run/add/", "/admin/evaluation/baseline/add/"):
+                 "/admin/submissions/run/add/", "/admin/problems/baseline/add/"):
         response = session.post(path, WRITE_BODY)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], path
     response = session.post(f"/runs/{run.pk}/start/")

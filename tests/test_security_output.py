@@ -6,8 +6,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from evaluation.models import Evaluation
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import kernel_source
 

@@ -9,10 +9,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
 
-from evaluation.models import Evaluation
 from problems.models import Problem
 from problems.services import kernel_starter
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source
 

@@ -3,8 +3,8 @@
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
+from kbsite import svg
 from kbsite.templatetags.kbsite_tags import diff, elapsed, highlight_python, human, seconds_label
-from leaderboard import svg
 
 
 def test_stored_slugs_read_as_words_and_backends_by_their_names():

@@ -6,10 +6,9 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
-from evaluation.models import Evaluation
 from kbsite.asgi import application
 from kbsite.live import layer_is_shared, relay
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source, wait_for
 

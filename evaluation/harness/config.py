@@ -114,3 +114,14 @@ def normalize_job(job: Job) -> Job:
     # Set to False to skip timing (correctness only), e.g. for quick checks.
     out.setdefault("measure", True)
     return out
+
+
+def peak_rate(peak_tflops: Any, precision: str) -> float | None:
+    """The hardware's peak rate (TFLOP/s) for a precision: one number, or one per precision."""
+    if isinstance(peak_tflops, (int, float)) and not isinstance(peak_tflops, bool):
+        return float(peak_tflops) if peak_tflops > 0 else None
+    if isinstance(peak_tflops, dict):
+        value = peak_tflops.get(precision)
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value)
+    return None

@@ -226,6 +226,8 @@ class Judge:
             "compile": {},
             "timing_detail": {},
             "static_report": {},
+            # Where the device time went, per kernel (GPU only; _profile).
+            "profile": {},
             # Evidence behind the flags (and the checks that found nothing), for admins.
             "checks": {},
         }
@@ -446,6 +448,7 @@ class Judge:
             if not trial["passed"]:
                 flags += self._name_a_wrong_output(reference, ref_model, earlier_expected,
                                                    outputs)
+                trial["diagnosis"] = self._diagnose(ref_model, inputs, expected, outputs)
             trial["flags"] = worker_flags + [f for f in flags if f not in worker_flags]
             self.result["trials"].append(trial)
             self.events.emit({"type": "trial_result", "k": k, "n": n, "passed": trial["passed"],
@@ -562,22 +565,32 @@ class Judge:
         return []
 
     def _profile(self) -> None:
-        """A separate, untimed call under the profilers: does the claimed backend do the work?"""
+        """A separate, untimed call under the profilers: does the claimed backend do the work,
+        and where does the time go (the per-kernel table, candidate and reference)?"""
         from . import exploits
 
         backend = self.job["backend"]
-        if backend == "torch":
+        on_gpu = self.device != "cpu"
+        if backend == "torch" and not on_gpu:
             return
         t0 = time.perf_counter()
-        reply, _ = self.worker.request({"cmd": "profile"}, deadline=self.deadline,
-                                       phase="profiling")
+        request: dict[str, Any] = {"cmd": "profile"}
+        if on_gpu:
+            request.update({"reference_source": self.job["reference_source"],
+                            "init_seed": self.result["seeds"].get("init"),
+                            "precision": self.job["precision"]})
+        reply, _ = self.worker.request(request, deadline=self.deadline, phase="profiling")
         self.add_phase_time("profile", time.perf_counter() - t0)
         if not reply.get("ok"):
             self.checks["backend"] = {"error": str(reply.get("error") or "")[:500]}
             return
         kernels = (self.result.get("static_report") or {}).get("kernels") or {}
         names = [str(n) for n in (kernels.get("cuda") or []) + (kernels.get("triton") or [])]
-        report = exploits.backend_share(reply, backend, names, self.device != "cpu")
+        if on_gpu:
+            self.result["profile"] = exploits.kernel_profile(reply, names)
+        if backend == "torch":
+            return
+        report = exploits.backend_share(reply, backend, names, on_gpu)
         self.checks["backend"] = report
         if report.get("not_used"):
             self.flag("backend_not_used", {"share": report.get("share"),
@@ -731,6 +744,21 @@ class Judge:
                               expected_device=self.device)
         trial = {"k": k, **res}
         return trial
+
+    def _diagnose(self, ref_model: Any, inputs: list, expected: Any, outputs: Any) -> dict:
+        """What the author of a failed trial can act on (diagnose.py); the reference is
+        recomputed in lower precision for it, so only here. Never changes the verdict."""
+        from . import diagnose
+
+        t0 = time.perf_counter()
+        try:
+            return diagnose.trial_diagnosis(ref_model, inputs, expected, outputs,
+                                            atol=self.job["atol"], rtol=self.job["rtol"],
+                                            deadline=self.deadline)
+        except Exception as exc:  # a diagnosis is a courtesy
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        finally:
+            self.add_phase_time("diagnosis", time.perf_counter() - t0)
 
     def _failure(self, reply: dict) -> Verdict:
         verdict = reply.get("verdict")

@@ -520,7 +520,7 @@ class ProbeWorker(Worker):
         if cmd == "time":
             return self.probe_time(header)
         if cmd == "profile":
-            return self.profile()
+            return self.profile(header)
         if cmd == "state":
             return {"ok": True, "probe": self.state()}, None
         return super().handle(header, value)
@@ -639,19 +639,25 @@ class ProbeWorker(Worker):
         reply["probe"] = self.state()
         return reply, {"samples": recorder.samples, "late": late}
 
-    def profile(self) -> tuple[dict, Any]:
+    def profile(self, header: dict | None = None) -> tuple[dict, Any]:
         """One more call, on the first timing set, under the profilers (never timed).
 
         On an H200 the first CUDA profiler session of a process takes 4 to 6.5 s to start (CUPTI),
         most of an already compiled kernel's evaluation; later ones take a millisecond. It is
         not started ahead in the spare worker: in a process that had run one session, a kernel
         of 16 to 25 us timed 30 to 40% slower than before it, and launches cost 10 to 19 us
-        instead of 8 to 11, so it would skew the timing."""
+        instead of 8 to 11, so it would skew the timing.
+
+        On a GPU the reference is profiled here too, after the candidate, when the judge sends
+        its source: the profiler is already up in this process (a millisecond), where starting it
+        in the judge would cost seconds. The figures are for reading (the per-kernel table), never
+        for a verdict: this process is the candidate's."""
         if not self.sets or self.model is None:
             return {"ok": False, "verdict": "harness_error", "error": "nothing to profile"}, None
+        header = header or {}
         inputs = self.sets[0]
         own = OwnCodeProfile(self.candidate_prefix)
-        kernels: dict[str, float] = {}
+        kernels: dict[str, list[float]] = {}
         on_gpu = self.device != "cpu"
         try:
             if on_gpu:
@@ -659,21 +665,45 @@ class ProbeWorker(Worker):
 
                 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                     host_s = self._profiled_call(own, inputs)
-                for e in prof.key_averages():
-                    us = getattr(e, "self_device_time_total", None)
-                    if us is None:
-                        us = getattr(e, "self_cuda_time_total", 0.0)
-                    if us and us > 0:
-                        kernels[e.key] = kernels.get(e.key, 0.0) + float(us)
+                kernels = _device_kernels(prof)
             else:
                 host_s = self._profiled_call(own, inputs)
         except BaseException as exc:
             return self._failure(exc, "runtime_error", "profile"), None
-        top = sorted(kernels.items(), key=lambda kv: -kv[1])[:60]
-        return {"ok": True, "own_calls": own.calls, "own_names": sorted(own.names)[:20],
-                "own_host_ms": own.host_s * 1e3, "call_host_ms": host_s * 1e3,
-                "device_kernels": [[k, v] for k, v in top],
-                "device_total_us": sum(kernels.values())}, None
+        top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:60]
+        reply = {"ok": True, "own_calls": own.calls, "own_names": sorted(own.names)[:20],
+                 "own_host_ms": own.host_s * 1e3, "call_host_ms": host_s * 1e3,
+                 "device_kernels": [[k, v[0]] for k, v in top],
+                 "kernel_calls": {k: int(v[1]) for k, v in top},
+                 "device_total_us": sum(v[0] for v in kernels.values())}
+        if on_gpu and header.get("reference_source"):
+            reply["reference"] = self._profile_reference(header, inputs)
+        return reply, None
+
+    def _profile_reference(self, header: dict, inputs: Any) -> dict:
+        from torch.profiler import ProfilerActivity, profile
+
+        from .loading import build_model, make_init_inputs, module_from_source
+
+        try:
+            module = module_from_source(str(header["reference_source"]), "kb_profile_reference")
+            seed = int(header.get("init_seed") or 0)
+            model = build_model(module.Model, make_init_inputs(module, seed), seed, self.device,
+                                str(header.get("precision") or "fp32"))
+            with torch.no_grad():
+                model(*inputs)  # its first call (lazy set-up) stays out of the profile
+                synchronize(self.device)
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    t0 = time.perf_counter()
+                    model(*inputs)
+                    synchronize(self.device)
+                    host_s = time.perf_counter() - t0
+        except BaseException as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        kernels = sorted(_device_kernels(prof).items(), key=lambda kv: -kv[1][0])[:60]
+        return {"device_kernels": [[k, v[0]] for k, v in kernels],
+                "kernel_calls": {k: int(v[1]) for k, v in kernels},
+                "device_total_us": sum(v[0] for _, v in kernels), "call_host_ms": host_s * 1e3}
 
     def _profiled_call(self, own: OwnCodeProfile, inputs: Any) -> float:
         with torch.no_grad():
@@ -687,6 +717,23 @@ class ProbeWorker(Worker):
             elapsed = time.perf_counter() - t0
         del out
         return elapsed
+
+
+def _device_kernels(prof: Any) -> dict[str, list[float]]:
+    """{kernel name: [device us, calls]} from a finished torch.profiler session."""
+    kernels: dict[str, list[float]] = {}
+    for e in prof.key_averages():
+        # Host-side ops carry their kernels' device time too: count the kernels only.
+        if getattr(getattr(e, "device_type", None), "name", "") == "CPU":
+            continue
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = getattr(e, "self_cuda_time_total", 0.0)
+        if us and us > 0:
+            entry = kernels.setdefault(e.key, [0.0, 0])
+            entry[0] += float(us)
+            entry[1] += int(getattr(e, "count", 0) or 0)
+    return kernels
 
 
 def describe(value: Any) -> Any:

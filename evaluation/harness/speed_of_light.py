@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from .config import peak_rate
 from .loading import iter_tensors
 
 GRADIENT_MAX_BYTES = 2 << 30
@@ -90,16 +91,6 @@ def _read_lower_bound(model: Any, inputs: list, outputs: list[torch.Tensor]) -> 
         return sum(_nbytes(x) for x in inputs if isinstance(x, torch.Tensor)), "all_inputs"
 
 
-def _peak_rate(peak_tflops: Any, precision: str) -> float | None:
-    if isinstance(peak_tflops, (int, float)) and not isinstance(peak_tflops, bool):
-        return float(peak_tflops) if peak_tflops > 0 else None
-    if isinstance(peak_tflops, dict):
-        value = peak_tflops.get(precision)
-        if isinstance(value, (int, float)) and value > 0:
-            return float(value)
-    return None
-
-
 def assess(cost: dict[str, Any] | None, candidate_median_ms: float | None, *, precision: str,
            peak_bandwidth_gbs: Any, peak_tflops: Any, l2_bytes: int = 0,
            l2_flushed: bool = True) -> dict[str, Any]:
@@ -118,7 +109,7 @@ def assess(cost: dict[str, Any] | None, candidate_median_ms: float | None, *, pr
     if bw and bw > 0:
         report["peak_bandwidth_gbs"] = bw
         report["memory_bound_ms"] = moved / (bw * 1e9) * 1e3
-    rate = _peak_rate(peak_tflops, precision)
+    rate = peak_rate(peak_tflops, precision)
     if rate:
         report["peak_tflops"] = rate
         report["compute_bound_ms"] = (cost.get("flops") or 0) / (rate * 1e12) * 1e3

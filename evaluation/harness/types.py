@@ -58,6 +58,8 @@ class Result(TypedDict, total=False):
     speedup: float | None
     flags: list[str]
     checks: dict[str, Any]  # the evidence behind each flag
+    # GPU: {"candidate": {"kernels": [...], "device_total_us"}, "reference": {...}, "basis"}
+    profile: dict[str, Any]
     static_report: dict[str, Any]
     environment: dict[str, Any]  # devices, versions, the sandbox's layers
     seeds: dict[str, Any]

@@ -77,7 +77,8 @@
       }, 1000);
     }
     showElapsed(state.status);
-    setText("queue-position", state.status === "queued" && state.queue_position ? "(position " + state.queue_position + " in the queue)" : "");
+    // Position and estimate in words, from the server (submissions.selectors.queue_text).
+    setText("queue-position", state.status === "queued" && state.queue_text ? "(" + state.queue_text + ")" : "");
     setText("progress", progressText(state));
     var bar = document.getElementById("progress-bar");
     var p = state.progress || {};
@@ -97,6 +98,11 @@
     if (ev && summary && state.status === "finished") {
       summary.textContent = "";
       var table = document.createElement("table");
+      if (ev.purpose === "reverify") {
+        // Said as the page renders it: the figures are the second evaluation's, which counts.
+        table.createCaption().textContent = "From the re-verification (the second evaluation, " +
+          "with fresh seeds), the one that counts";
+      }
       [["Candidate median", fmtMs(ev.candidate_ms)], ["Reference median", fmtMs(ev.reference_ms)],
        ["Speedup", fmtX(ev.speedup)], ["Flags", (ev.flags || []).map(label).join(", ")]]
         .forEach(function (row) {
@@ -108,6 +114,8 @@
         });
       summary.appendChild(table);
     }
+    // For the page's other parts (submissions/evaluation.js reloads the evaluation shown).
+    document.dispatchEvent(new CustomEvent("kb:submission-state", { detail: state }));
   }
 
   function startSubmission(section) {

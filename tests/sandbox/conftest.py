@@ -40,8 +40,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
-from evaluation.models import Evaluation
-from submissions.models import Submission
+from submissions.models import Evaluation, Submission
 from submissions.services import submission_create
 from tests.conftest import REPO, kernel_source, wait_for
 

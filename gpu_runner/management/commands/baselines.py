@@ -9,14 +9,14 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.models import Baseline, Hardware
+from evaluation.models import Hardware
 from gpu_runner.management.commands.validate_problems import shard
 from problems.baselines import (
     BaselineFileError,
     baselines_export_kernelbench,
     baselines_import_kernelbench,
 )
-from problems.models import Problem
+from problems.models import Baseline, Problem
 
 
 class Command(BaseCommand):

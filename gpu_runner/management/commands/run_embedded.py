@@ -26,11 +26,11 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from evaluation.harness.process import die_with_parent_preexec
-from evaluation.models import Validation
 from evaluation.services import hardware_register
 from gpu_runner.detect import detect
+from problems.models import Validation
 from problems.services import samples_load
-from submissions.models import Reverification, Submission
+from submissions.models import NcuReport, Reverification, Submission
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ def release_work_of(runner_name: str, *, queue: str) -> None:
     Reverification.objects.filter(held, status=Reverification.Status.RUNNING).update(
         lease_expires_at=now
     )
+    NcuReport.objects.filter(held, status=NcuReport.Status.RUNNING).update(lease_expires_at=now)
     Validation.objects.filter(
         Q(runner_name=runner_name) | Q(runner_name__startswith=f"{runner_name}:"),
         status=Validation.Status.RUNNING,

@@ -20,7 +20,11 @@ from evaluation.services import hardware_register, runner_heartbeat
 from gpu_runner.curation import validations_requeue
 from gpu_runner.detect import detect
 from gpu_runner.services import requeue_abandoned
-from submissions.services import reverifications_requeue, submission_requeue_unqueued
+from submissions.services import (
+    ncu_reports_requeue,
+    reverifications_requeue,
+    submission_requeue_unqueued,
+)
 
 
 def parse_devices(value: str | None, gpu_count: int) -> list[int | None]:
@@ -108,6 +112,7 @@ class Command(BaseCommand):
                     # Re-verifications handed back by the runner they avoid, or abandoned.
                     reverifications_requeue(hardware_slug=hardware.slug)
                     validations_requeue(hardware_slug=hardware.slug)
+                    ncu_reports_requeue(hardware_slug=hardware.slug)
                 except Exception as error:  # database briefly gone: keep serving, retry
                     self.stderr.write(f"heartbeat failed: {error}")
                 deadline = time.monotonic() + settings.RUNNER_HEARTBEAT_SECONDS

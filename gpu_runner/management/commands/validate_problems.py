@@ -12,9 +12,9 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
-from evaluation.models import Hardware, Validation
+from evaluation.models import Hardware
 from problems.curation import validation_request
-from problems.models import Problem
+from problems.models import Problem, Validation
 
 
 def shard(items: list, spec: str) -> list:

@@ -231,3 +231,57 @@ def histogram_chart(
             f'text-anchor="middle">{escape(label)}</text>'
         )
     return _frame(title, body, x_label="speedup (×)", y_label="problems")
+
+
+def _decades(lo: float, hi: float) -> list[tuple[float, str]]:
+    """Log-axis ticks at the powers of ten between lo and hi."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return [(10.0**e, f"1e{e}" if abs(e) > 3 else f"{10.0**e:g}") for e in range(first, last + 1)]
+
+
+def roofline_chart(
+    points: Sequence[tuple[str, float, float, int]],
+    *,
+    series: Sequence[str],
+    peak_flops: float,
+    peak_bytes_per_s: float,
+    title: str = "Roofline",
+) -> SafeString:
+    """The hardware's roofs (bandwidth × intensity up to the peak rate) and one marker per
+    point: (label, arithmetic intensity in FLOP/byte, achieved FLOP/s, index into `series`,
+    which names the legend's entries and picks the color)."""
+    points = [p for p in points if p[1] > 0 and p[2] > 0]
+    if not points or peak_flops <= 0 or peak_bytes_per_s <= 0:
+        return _empty(title, "Nothing to place: no bytes and FLOPs known.")
+    ridge = peak_flops / peak_bytes_per_s
+    x_lo = min([p[1] for p in points] + [ridge]) / 10
+    x_hi = max([p[1] for p in points] + [ridge]) * 10
+    y_hi = peak_flops * 3
+    y_lo = min([p[2] for p in points] + [peak_bytes_per_s * x_lo]) / 3
+    x = _Scale(x_lo, x_hi, LEFT + 10, WIDTH - RIGHT - 10, log=True)
+    y = _Scale(y_lo, y_hi, HEIGHT - BOTTOM, TOP, log=True)
+    body = _y_axis(y, _decades(y_lo, y_hi)[::2])
+    body += _x_axis(x, _decades(x_lo, x_hi)[::2])
+    roof = (
+        f"M{_fmt(x(x_lo))},{_fmt(y(peak_bytes_per_s * x_lo))}"
+        f"L{_fmt(x(ridge))},{_fmt(y(peak_flops))}L{_fmt(x(x_hi))},{_fmt(y(peak_flops))}"
+    )
+    body.append(
+        f'<path d="{roof}" fill="none" stroke="#5b6573" stroke-width="2">'
+        f"<title>roof: {peak_bytes_per_s / 1e9:.0f} GB/s, {peak_flops / 1e12:.0f} TFLOP/s"
+        "</title></path>"
+    )
+    # The first series (the submitted kernel) last and as a ring, so that a point it shares
+    # with the reference's stays visible.
+    for label, intensity, rate, index in sorted(points, key=lambda p: p[3] == 0):
+        color = COLORS[index % len(COLORS)]
+        style = (f'r="6.5" fill="none" stroke="{color}" stroke-width="2.5"' if index == 0
+                 else f'r="4.5" fill="{color}"')
+        body.append(
+            f'<circle cx="{_fmt(x(intensity))}" cy="{_fmt(y(rate))}" {style}>'
+            f"<title>{escape(label)}: {intensity:.3g} FLOP/byte, {rate / 1e12:.3g} TFLOP/s"
+            "</title></circle>"
+        )
+    body += _legend(list(series))
+    return _frame(title, body, x_label="arithmetic intensity (FLOP/byte, log)",
+                  y_label="FLOP/s (log)")
