@@ -453,12 +453,35 @@ def feedback_message(*, evaluation: dict | None, had_code: bool) -> str:
             f"Timing: your kernel {candidate:.4g} ms, the reference {reference:.4g} ms"
             + (f" (speedup {speedup:.3g}x)." if speedup else ".")
         )
+    if isinstance(evaluation.get("profile"), dict):
+        lines.extend(profile_lines(evaluation["profile"]))
     if verdict == "correct":
         lines.append("It is correct. Make it faster if you can, keeping it correct.")
     else:
         lines.append("Fix it: it must be correct first, then fast.")
     lines.append("Answer with the complete new file in one ```python code block.")
     return "\n\n".join(lines)
+
+
+PROFILE_KERNELS = 6  # per side, in the feedback
+
+
+def profile_lines(profile: dict) -> list[str]:
+    """The per-kernel device times of the profiled call (evaluation/profiles.py), each side."""
+    lines = []
+    for key, label in (("candidate", "your kernel"), ("reference", "the reference")):
+        side = profile.get(key) or {}
+        kernels = side.get("kernels") or []
+        if not kernels:
+            continue
+        rows = [f"- {k.get('name')}{' (yours)' if k.get('own') else ''}: "
+                f"{k.get('calls')} call(s), {float(k.get('device_us') or 0):.1f} us"
+                + (f", {k['share']:.0%}" if k.get("share") is not None else "")
+                for k in kernels[:PROFILE_KERNELS]]
+        lines.append(f"Device time of {label}, per kernel "
+                     f"({float(side.get('device_total_us') or 0):.1f} us in all):\n"
+                     + "\n".join(rows))
+    return lines
 
 
 def render_messages(messages: list[dict]) -> str:

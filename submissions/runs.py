@@ -359,6 +359,8 @@ def _evaluation_feedback(evaluation: Evaluation | None) -> dict | None:
         # A failed trial's diagnosis (evaluation/harness/diagnose.py): hint, worst elements.
         "diagnosis": next((t["diagnosis"] for t in evaluation.trials or []
                            if isinstance(t, dict) and t.get("diagnosis")), None),
+        # Where the device time went (GPU evaluations): the kernels of both sides.
+        "profile": evaluation.profile or None,
     }
 
 

@@ -233,3 +233,17 @@ def test_a_broken_canned_answers_file_fails_clearly(tmp_path, monkeypatch):
     pick = llm.mock_for(model="m", problem="level1/1_A", sample=0, turn=0)
     with pytest.raises(llm.LLMFailure, match="Unknown canned error 'meteor'"):
         llm.complete(model=MODEL, messages=MESSAGES, temperature=0.0, mock=pick)
+
+
+def test_feedback_gives_the_model_the_per_kernel_device_times_of_both_sides():
+    from tests.test_profiles import PROFILE
+
+    text = llm.feedback_message(
+        evaluation={"verdict": "correct", "candidate_ms": 2.73, "reference_ms": 2.75,
+                    "speedup": 1.006, "profile": PROFILE},
+        had_code=True,
+    )
+    assert "Device time of your kernel, per kernel (2743.7 us in all)" in text
+    own = "- bias_relu_kernel(float*, float const*, long, long) (yours): 1 call(s), 40.7 us, 1%"
+    assert own in text
+    assert "Device time of the reference, per kernel (2751.3 us in all)" in text
