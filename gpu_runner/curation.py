@@ -233,11 +233,12 @@ def validation_store(
             environment=result.get("environment") or {},
         )
         problem = Problem.objects.select_for_update().get(pk=validation.problem_version.problem_id)
-        if (
-            validation.status == Validation.Status.PASSED
-            and problem.current_version_id == validation.problem_version_id
-        ):
-            problem.mark_validated()
+        if problem.current_version_id == validation.problem_version_id:
+            if validation.status == Validation.Status.PASSED:
+                problem.mark_validated()
+            else:
+                # Not open for ranking until an admin decides (publish with a reason, retire).
+                problem.hold_for_findings()
     return validation
 
 

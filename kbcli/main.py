@@ -375,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     problems = command("problems", cmd_problems, "list problems")
     problems.add_argument("--level", type=int)
-    problems.add_argument("--status", choices=["draft", "validated", "published", "retired"])
+    problems.add_argument("--status",
+                          choices=["draft", "validated", "published", "held", "retired"])
     problems.add_argument("--search", help="text in the name or slug")
 
     problem = command("problem", cmd_problem, "print a problem's reference program")

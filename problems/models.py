@@ -43,6 +43,10 @@ class Problem(models.Model):
         DRAFT = "draft"
         VALIDATED = "validated"
         PUBLISHED = "published"
+        # Published, then flagged by a validation (a constant or input-insensitive output, a
+        # reference that fails): off the lists and boards until an admin publishes it with a
+        # reason, fixes it, or retires it.
+        HELD = "held", "held: validation findings"
         RETIRED = "retired"
 
     class Precision(models.TextChoices):
@@ -134,6 +138,17 @@ class Problem(models.Model):
             self.findings_override_reason = override_reason
             fields.append("findings_override_reason")
         self.save(update_fields=fields)
+
+    def hold_for_findings(self) -> bool:
+        """Published, with findings and no admin's reason to override them -> held. True when
+        this call held it."""
+        if self.status != self.Status.PUBLISHED or self.findings_override_reason:
+            return False
+        if not self.open_findings():
+            return False
+        self.status = self.Status.HELD
+        self.save(update_fields=["status", "updated_at"])
+        return True
 
     def retire(self) -> None:
         """Closed to new submissions and off the active boards; versions and results stay."""
