@@ -134,11 +134,11 @@ def compute_standings(competition: Competition) -> list[dict]:
         entry = by_submission[result["submission_id"]]
         key = (entry.user_id, entry.problem_id)
         order = scoring.board_order(
-            result["candidate_median_ms"], entry.submitted_at, result["submission_id"]
+            scoring.ranking_ms(result), entry.submitted_at, result["submission_id"]
         )
         current = best.get(key)
         if current is None or order < scoring.board_order(
-            current[0]["candidate_median_ms"], current[1].submitted_at, current[0]["submission_id"]
+            scoring.ranking_ms(current[0]), current[1].submitted_at, current[0]["submission_id"]
         ):
             best[key] = (result, entry)
 
@@ -160,7 +160,7 @@ def compute_standings(competition: Competition) -> list[dict]:
     for ranked in solvers.values():
         ranked.sort(
             key=lambda pair: scoring.board_order(
-                pair[0]["candidate_median_ms"], pair[1].submitted_at, pair[0]["submission_id"]
+                scoring.ranking_ms(pair[0]), pair[1].submitted_at, pair[0]["submission_id"]
             )
         )
         for place, (result, entry) in enumerate(ranked, start=1):
@@ -171,7 +171,7 @@ def compute_standings(competition: Competition) -> list[dict]:
             row["problems"][entry.problem.slug] = {
                 "rank": place,
                 "points": points,
-                "median_ms": result["candidate_median_ms"],
+                "median_ms": scoring.ranking_ms(result),
                 "speedup": scoring.speedup(result),
                 "submission_id": entry.submission_id,
             }

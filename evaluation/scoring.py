@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from evaluation.harness import flags as flag_kinds
 from evaluation.harness import verdicts
 
 Row = Mapping[str, Any]
@@ -51,10 +52,69 @@ PENDING_STATE = "pending"
 
 BASELINES = ("eager", "compile")
 
+# How a model run's tables count a sample correct: "strict" is this module's rule (on_board);
+# "kernelbench" is KernelBench's own evaluator's, which checks the outputs only (kernels whose
+# claimed backend did not do the work count, notes count, nothing is held or capped).
+COUNTINGS = ("strict", "kernelbench")
+COUNTING_LABELS = {
+    "strict": "strict: correct, no exploit flag, re-verified where it set a record",
+    "kernelbench": "KernelBench's counting: correct outputs, even where the kernel's own "
+                   "backend did not do the work (backend_not_used)",
+}
+
+
+def exploits(row: Row) -> list[str]:
+    """The result's exploit flags (evaluation/harness/flags.py says which flags are notes)."""
+    return flag_kinds.exploits(row["flags"])
+
+
+def notes(row: Row) -> list[str]:
+    """The result's notes: facts about an honest result, never listed as exploits."""
+    return flag_kinds.notes(row["flags"])
+
 
 def ranks(row: Row) -> bool:
-    """Correct, no exploit flag, and timed: the result may rank (unless held)."""
-    return bool(row["correct"]) and not row["flags"] and row["candidate_median_ms"] is not None
+    """Correct, no exploit flag, no holding note, and timed: the result may rank (unless held).
+    Other notes (a small own-kernel share) rank, capped by standing()."""
+    flags = row["flags"] or []
+    return (bool(row["correct"]) and not exploits(row)
+            and not any(f in flag_kinds.HOLDING_NOTES for f in flags)
+            and row["candidate_median_ms"] is not None)
+
+
+def capped(row: Row) -> bool:
+    """Ranks no better than the PyTorch reference timed beside it (flags.CAPPED_NOTES: its own
+    kernels do a tiny share of the work, e.g. a copy of what PyTorch computed)."""
+    return any(f in flag_kinds.CAPPED_NOTES for f in row.get("flags") or [])
+
+
+def standing(row: Row) -> dict[str, float | None]:
+    """The time and speedups a result ranks and counts with: as measured, except that a capped
+    result counts as no faster than the reference (its median at least the reference's, each
+    speedup at most the reference's own: 1 over eager, the reference's over torch.compile)."""
+    cand = row.get("candidate_median_ms")
+    out = {"candidate_median_ms": cand, "speedup": row["speedup"],
+           "speedup_eager": row["speedup_eager"], "speedup_compile": row["speedup_compile"]}
+    if not capped(row):
+        return out
+    eager = row["speedup"] if row["speedup"] is not None else row["speedup_eager"]
+    reference = row.get("reference_median_ms")
+    if reference is None and cand is not None and eager is not None:
+        reference = cand * eager
+    if cand is not None and reference is not None:
+        out["candidate_median_ms"] = max(cand, reference)
+    factor = max(eager, 1.0) if eager is not None else 1.0
+    for key in ("speedup", "speedup_eager"):
+        if out[key] is not None:
+            out[key] = min(out[key], 1.0)
+    if out["speedup_compile"] is not None:
+        out["speedup_compile"] = out["speedup_compile"] / factor
+    return out
+
+
+def ranking_ms(row: Row) -> float | None:
+    """The median a board orders the result by (standing(): capped where a note says so)."""
+    return standing(row)["candidate_median_ms"]
 
 
 def held(row: Row) -> bool:
@@ -76,24 +136,39 @@ def compiled(row: Row) -> bool:
     return row["verdict"] in RAN_VERDICTS or bool(row["trials"])
 
 
-def speedup(row: Row, baseline: str = "eager") -> float | None:
-    """Speedup over the named baseline; None when not measured."""
+def speedup(row: Row, baseline: str = "eager", *, measured: bool = False) -> float | None:
+    """Speedup over the named baseline (as it counts: standing(); as measured with
+    `measured`); None when not measured."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
+    values = row if measured else standing(row)
     if baseline == "compile":
-        return row["speedup_compile"]
+        return values["speedup_compile"]
     # Eager: the side-by-side measurement of the same evaluation, else the stored baseline.
-    return row["speedup"] if row["speedup"] is not None else row["speedup_eager"]
+    return values["speedup"] if values["speedup"] is not None else values["speedup_eager"]
 
 
-def counted_speedup(row: Row, baseline: str = "eager") -> float | None:
-    """The speedup a table counts: only a result on the board has one."""
-    return speedup(row, baseline) if on_board(row) else None
+def counted(row: Row, counting: str = "strict") -> bool:
+    """Whether a table counts the result correct, by the named counting (COUNTINGS)."""
+    if counting == "strict":
+        return on_board(row)
+    if counting != "kernelbench":
+        raise ValueError(f"counting must be one of {', '.join(COUNTINGS)}, not {counting!r}")
+    return (bool(row["correct"]) and row["candidate_median_ms"] is not None
+            and all(f in flag_kinds.KERNELBENCH_IGNORES for f in row["flags"] or []))
+
+
+def counted_speedup(row: Row, baseline: str = "eager", counting: str = "strict") -> float | None:
+    """The speedup a table counts: only a counted result has one (KernelBench's counting takes
+    the speedup as measured, uncapped)."""
+    if not counted(row, counting):
+        return None
+    return speedup(row, baseline, measured=counting == "kernelbench")
 
 
 def best_of_key(row: Row) -> tuple:
     """Orders a sample's (or a participant's) results, best last: on the board first, then
-    compiled, then faster."""
+    compiled, then faster (as it counts: standing())."""
     return (on_board(row), compiled(row), speedup(row) or 0.0)
 
 
@@ -101,3 +176,8 @@ def board_order(median_ms: float | None, achieved_at: datetime | None, pk: int |
     """A board's order: fastest first; a tie goes to whoever got there first, then to the
     lower id."""
     return (median_ms or 0.0, achieved_at, pk or 0)
+
+
+def row_order(row: Row) -> tuple:
+    """board_order of a result, by the time it ranks with (ranking_ms)."""
+    return board_order(ranking_ms(row), row["finished_at"], row["id"])

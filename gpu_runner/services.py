@@ -17,7 +17,7 @@ from django_q.brokers import get_broker
 from django_q.tasks import async_task
 
 from competitions.services import standings_refresh_for
-from evaluation import leases
+from evaluation import leases, scoring
 from evaluation.harness import sandbox
 from evaluation.harness.errors import clean_text, truncate
 from evaluation.harness.types import Job, Result
@@ -306,19 +306,25 @@ def _store_reverification(
     submission = reverification.submission
     fields = _evaluation_fields(submission, result, runner_name=runner_name)
     checked = reverification.checked_evaluation
-    if fields["correct"] and not fields["flags"]:
-        what, first = Reverification.speed_of(checked)
-        second = fields["speedup"] if what == "speedup" else fields["candidate_median_ms"]
-        fields["static_report"]["checks"]["reverification"] = {
-            "compared": what,
-            "first": first,
-            "second": second,
-            "first_median_ms": checked.candidate_median_ms if checked else None,
-            "second_median_ms": fields["candidate_median_ms"],
-            "tolerance": settings.REVERIFY_SPEED_TOLERANCE,
-        }
-        if not Reverification.timing_agrees(first, second):
-            fields["flags"].append(Reverification.TIMING_FLAG)
+    # Compared when the second evaluation would rank by itself (notes such as a small own-kernel
+    # share do not stop it; exploits do: evaluation/scoring.py).
+    if scoring.ranks(fields) and checked is not None:
+        # Judged by the two timings' confidence intervals: overlapping, the record ranks on the
+        # slower one (its timing is copied here, this run's own kept beside it); apart, it gets
+        # the note timing_not_reproduced (a holding note, evaluation/harness/flags.py, never an
+        # exploit) and Reverification.finish holds it.
+        comparison = Reverification.compare_timing(checked, fields)
+        if comparison is not None:
+            if comparison["ranked_on"] == "first":
+                comparison["second_timing"] = {
+                    name: fields[name] for name in Reverification.TIMING_FIELDS
+                }
+                fields.update(
+                    {name: getattr(checked, name) for name in Reverification.TIMING_FIELDS}
+                )
+            fields["static_report"]["checks"]["reverification"] = comparison
+            if not comparison["agrees"]:
+                fields["flags"].append(Reverification.TIMING_NOTE)
     try:
         with transaction.atomic():
             evaluation = Evaluation.objects.create(

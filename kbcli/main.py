@@ -70,22 +70,36 @@ def fmt_x(value) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-RANKING_LABELS = {
+# The API's ranking: state (ranked | pending | held | off_board) and detail (why, as a code).
+RANKING_STATES = {
     "ranked": "ranked",
+    "pending": "pending",
+    "held": "held",
+    "off_board": "off board",
+}
+RANKING_LABELS = {  # details; also the states of servers from before `detail`
     "pending_reverification": "pending re-verification",
+    "timing_not_reproduced": "timing not reproduced",
     "failed_reverification": "failed re-verification",
     "flagged": "flagged",
-    "not_correct": "not ranked",
-    "not_timed": "not ranked",
+    "not_correct": "not correct",
+    "not_timed": "not timed",
     "not_evaluated": "not evaluated yet",
 }
 
 
 def describe_ranking(ranking: dict | None) -> str:
-    """The API's ranking state as one line: "ranked, #2: Rank 2 on ...", or why it does not."""
+    """The API's ranking as one line: "ranked, #2: Rank 2 on ...", "held, timing not
+    reproduced: ...", "off board, flagged: ...", or why it does not rank."""
     if not ranking:
         return "-"
-    label = RANKING_LABELS.get(ranking.get("state"), str(ranking.get("state")))
+    state, detail = ranking.get("state"), ranking.get("detail")
+    if state in RANKING_STATES:
+        label = RANKING_STATES[state]
+        if detail and detail != state:
+            label += f", {RANKING_LABELS.get(detail, str(detail))}"
+    else:
+        label = RANKING_LABELS.get(state, str(state))
     if ranking.get("rank"):
         label += f", #{ranking['rank']}"
     reason = ranking.get("reason")
@@ -109,7 +123,10 @@ def summary(data: dict) -> str:
     if "ranking" in data:
         rows.append(("ranking", describe_ranking(data["ranking"])))
     if data.get("flags"):
-        rows.append(("flags", ", ".join(str(flag) for flag in data["flags"])))
+        rows.append(("exploits", ", ".join(str(flag) for flag in data["flags"])))
+    for note in data.get("notes") or []:
+        rows.append(("note", note.get("text") or note.get("name") if isinstance(note, dict)
+                     else str(note)))
     if data.get("error"):
         rows.append(("error", data["error"]))
     rows.append(("page", (data.get("urls") or {}).get("page_url", "")))

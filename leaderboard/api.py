@@ -72,7 +72,19 @@ class ProblemRefSerializer(serializers.Serializer):
 
 
 class BoardRowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField()
+    rank = serializers.IntegerField(help_text="Strict order: on equal times, the earlier first.")
+    shown_rank = serializers.IntegerField(
+        help_text="The rank as shown: a tie (see `tie`) shares the rank of the entry above it."
+    )
+    tie = serializers.BooleanField(
+        help_text="Its time's 95% interval overlaps the entry above's: a tie within the noise."
+    )
+    interval_ms = serializers.FloatField(
+        allow_null=True, help_text="Half-width of the time's 95% confidence interval (the "
+        "± shown beside it), from the timing samples, at least TIMING_INTERVAL_FLOOR."
+    )
+    low_ms = serializers.FloatField(allow_null=True, help_text="The interval's lower end.")
+    high_ms = serializers.FloatField(allow_null=True, help_text="The interval's upper end.")
     participant = serializers.CharField()
     participant_key = serializers.CharField(help_text='"user:<id>" or "model:<id>".')
     submission_id = serializers.IntegerField(allow_null=True)
@@ -142,7 +154,20 @@ class ModelsTableSerializer(serializers.Serializer):
     rows = ModelRowSerializer(many=True)
 
 
+class KernelBenchCountingSerializer(serializers.Serializer):
+    counting = serializers.CharField(help_text="What this counting counts as correct.")
+    correct = serializers.IntegerField()
+    correct_rate = serializers.FloatField()
+    fast_p = serializers.DictField(child=serializers.FloatField(), help_text='{"0": .., "1": ..}')
+    geomean_speedup = serializers.FloatField(allow_null=True)
+
+
 class RunRowSerializer(SummaryFieldsSerializer):
+    counting = serializers.CharField(help_text="The strict counting's rule, in words.")
+    kernelbench = KernelBenchCountingSerializer(
+        help_text="The same rates by KernelBench's counting: correct outputs count even where "
+        "the kernel's own backend did not do the work (backend_not_used); speedups as measured."
+    )
     run_id = serializers.IntegerField()
     run = serializers.CharField()
     model = serializers.CharField()

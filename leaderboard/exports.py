@@ -94,11 +94,16 @@ FAST_P_COLUMNS = [f"fast_p.{p}" for p in ("0", "0.5", "0.8", "1", "1.5", "2")]
 COLUMNS = {
     "board": [
         "rank",
+        "shown_rank",
+        "tie",
         "participant",
         "participant_key",
         "submission_id",
         "evaluation_id",
         "candidate_ms",
+        "interval_ms",
+        "low_ms",
+        "high_ms",
         "reference_ms",
         "speedup",
         "speedup_eager",

@@ -201,9 +201,12 @@ def run_summary(run, *, baseline: str = "eager") -> list[dict]:
             n, c = counts.get(problem_id, (0, 0))
             counts[problem_id] = (n + 1, c + int(scoring.on_board(e)))
     first = run_first_outcomes(samples, baseline=baseline)
+    # KernelBench's counting beside ours (scoring.COUNTINGS), labelled.
+    first_kb = run_first_outcomes(samples, baseline=baseline, counting="kernelbench")
     rows = []
     for level, problems in sorted(run_problems(run).items()):
         summary = metrics.level_summary(first, problems=problems)
+        kb = summary_row(metrics.level_summary(first_kb, problems=problems))
         rows.append(
             {
                 "key": f"run-{run.pk}-{level}",
@@ -216,6 +219,12 @@ def run_summary(run, *, baseline: str = "eager") -> list[dict]:
                 "samples_per_problem": planned,
                 "evaluated_samples": sum(counts.get(p, (0, 0))[0] for p in problems),
                 **summary_row(summary),
+                "counting": scoring.COUNTING_LABELS["strict"],
+                "kernelbench": {
+                    "counting": scoring.COUNTING_LABELS["kernelbench"],
+                    **{k: kb[k] for k in ("correct", "correct_rate", "fast_p",
+                                          "geomean_speedup")},
+                },
                 "pass_at_k": {
                     f"pass@{k}": metrics.mean_pass_at_k(
                         counts, problems=problems, samples=planned, k=k

@@ -11,12 +11,13 @@ rest of the site.
 import logging
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Min, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from evaluation import scoring
+from evaluation import scoring, stats
 from kbsite.live import board_group, publish
 from leaderboard.models import BestEntry, Record
 from problems.models import Problem
@@ -43,15 +44,14 @@ def _fastest(evaluations: list[dict]) -> dict | None:
     pool = timed or evaluations
     if not pool:
         return None
-    return min(
-        pool, key=lambda e: scoring.board_order(e["candidate_median_ms"], e["finished_at"], e["id"])
-    )
+    return min(pool, key=scoring.row_order)
 
 
 def _entry_fields(latest: list[dict]) -> dict:
     """What a BestEntry holds, from the latest evaluation of each of a participant's submissions."""
     best = _fastest([e for e in latest if scoring.on_board(e)])
-    flagged = _fastest([e for e in latest if e["flags"]])
+    # Only exploits are listed as flagged; notes (flags.py) are facts about honest results.
+    flagged = _fastest([e for e in latest if scoring.exploits(e)])
     pending = _fastest([e for e in latest if scoring.pending(e)])
     fields = {
         "evaluation_id": None,
@@ -76,11 +76,9 @@ def _entry_fields(latest: list[dict]) -> dict:
         fields.update(
             evaluation_id=best["id"],
             submission_id=best["submission_id"],
-            candidate_median_ms=best["candidate_median_ms"],
             reference_median_ms=best["reference_median_ms"],
-            speedup=best["speedup"],
-            speedup_eager=best["speedup_eager"],
-            speedup_compile=best["speedup_compile"],
+            # As it ranks: a capped result (scoring.standing) no faster than the reference.
+            **scoring.standing(best),
             backend=best["submission__backend"],
             precision=best["submission__precision"],
             achieved_at=best["finished_at"],
@@ -88,7 +86,7 @@ def _entry_fields(latest: list[dict]) -> dict:
     if flagged is not None:
         fields.update(
             flagged_evaluation_id=flagged["id"],
-            flags=list(flagged["flags"]),
+            flags=scoring.exploits(flagged),
             flagged_ms=flagged["candidate_median_ms"],
             flagged_at=flagged["finished_at"],
         )
@@ -123,7 +121,10 @@ def would_set_record(evaluation: Evaluation) -> bool:
     if not evaluation.ranks:
         return False
     best = _board_best_ms(evaluation.submission.problem_id, evaluation.hardware_id)
-    return best is None or evaluation.candidate_median_ms < best
+    row = {f: getattr(evaluation, f) for f in (
+        "flags", "candidate_median_ms", "reference_median_ms", "speedup", "speedup_eager",
+        "speedup_compile")}
+    return best is None or scoring.ranking_ms(row) < best
 
 
 def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> EntryChange:
@@ -266,9 +267,38 @@ def flagged_row(entry: BestEntry) -> dict:
 
 
 def board_rows(*, problem, hardware) -> list[dict]:
-    """The ranking: best correct, unflagged evaluation per participant, fastest first."""
+    """The ranking: best correct, unflagged evaluation per participant, fastest first, with the
+    noise shown (with_noise)."""
     entries = _board_entries(problem, hardware).filter(rank__isnull=False).order_by("rank")
-    return [board_row(e) for e in entries]
+    return with_noise([board_row(e) for e in entries])
+
+
+def with_noise(rows: list[dict]) -> list[dict]:
+    """Ranked rows, in board order, with each time's 95% confidence interval from its timing
+    samples (evaluation/stats.py, at least settings.TIMING_INTERVAL_FLOOR each side) and ties:
+    a row whose interval overlaps the one above it is `tie` and shares its `shown_rank`.
+    `rank` stays the strict order (scoring.board_order: the earlier result first on a tie).
+    One query for the rows' timing summaries."""
+    ids = [row["evaluation_id"] for row in rows if row.get("evaluation_id")]
+    summaries = dict(Evaluation.objects.filter(pk__in=ids).values_list("pk", "candidate_stats"))
+    intervals = [
+        stats.median_interval(
+            summaries.get(row.get("evaluation_id")), median_ms=row["candidate_ms"],
+            floor=settings.TIMING_INTERVAL_FLOOR,
+        )
+        for row in rows
+    ]
+    tied = stats.ties(intervals)
+    shown = stats.shown_ranks([row["rank"] for row in rows], tied)
+    for row, interval, tie, shown_rank in zip(rows, intervals, tied, shown, strict=True):
+        row.update(
+            shown_rank=shown_rank,
+            tie=tie,
+            interval_ms=interval.half_width if interval else None,
+            low_ms=interval.low if interval else None,
+            high_ms=interval.high if interval else None,
+        )
+    return rows
 
 
 def flagged_rows(*, problem, hardware) -> list[dict]:
@@ -344,12 +374,10 @@ def board_snapshot(*, problem, hardware) -> dict:
 
 
 def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
-    """Only the changed participant's rows are sent in full; the others get their new order."""
-    order = list(
-        BestEntry.objects.filter(problem=problem, hardware=hardware, rank__isnull=False)
-        .order_by("rank")
-        .values_list("participant", "rank")
-    )
+    """Only the changed participant's rows are sent in full; the others get their new order,
+    as [participant, shown rank, tie] (with_noise: a tie shares the rank above it)."""
+    ranked = board_rows(problem=problem, hardware=hardware)
+    order = [(row["key"], row["shown_rank"], row["tie"]) for row in ranked]
     flagged_order = list(
         BestEntry.objects.filter(
             problem=problem, hardware=hardware, flagged_evaluation__isnull=False
@@ -362,14 +390,14 @@ def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
     if entry is not None:
         entry = _board_entries(problem, hardware).get(pk=entry.pk)
         if entry.is_ranked:
-            rows = [board_row(entry)]
+            rows = [row for row in ranked if row["key"] == entry.participant]
         if entry.flagged_evaluation_id:
             flagged = [flagged_row(entry)]
     return {
         "type": "board_change",
         "problem": problem.pk,
         "hardware": hardware.slug,
-        "order": [[key, rank] for key, rank in order],
+        "order": [[key, rank, tie] if tie else [key, rank] for key, rank, tie in order],
         "flagged_order": flagged_order,
         "rows": rows,
         "flagged": flagged,
@@ -499,7 +527,7 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
     for (problem_id, hardware_id), ranking in ranking_by_board.items():
         best = None
         for e in sorted(ranking, key=lambda e: (e["finished_at"], e["id"])):
-            if best is None or e["candidate_median_ms"] < best:
+            if best is None or scoring.ranking_ms(e) < best:
                 records.append(
                     Record(
                         problem_id=problem_id,
@@ -511,13 +539,13 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
                         model_id=e["submission__model_id"],
                         evaluation_id=e["id"],
                         submission_id=e["submission_id"],
-                        candidate_median_ms=e["candidate_median_ms"],
+                        candidate_median_ms=scoring.ranking_ms(e),
                         previous_ms=best,
-                        speedup=e["speedup"],
+                        speedup=scoring.standing(e)["speedup"],
                         achieved_at=e["finished_at"],
                     )
                 )
-                best = e["candidate_median_ms"]
+                best = scoring.ranking_ms(e)
 
     with transaction.atomic():
         records_q.delete()

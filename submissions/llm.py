@@ -19,6 +19,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # (must come after the environment variable above)
 
+from evaluation.harness import flags as flag_kinds
+
 # Test and offline switch: a JSON file of canned answers, handed to litellm's own
 # `mock_response` so no provider is called. Never set in a real deployment.
 MOCK_FILE_ENV = "LLM_MOCK_RESPONSES_FILE"
@@ -444,8 +446,11 @@ def feedback_message(*, evaluation: dict | None, had_code: bool) -> str:
         lines.append(f"Compiler output:\n```\n{_tail(evaluation['compile_log'])}\n```")
     if evaluation.get("traceback"):
         lines.append(f"Traceback:\n```\n{_tail(evaluation['traceback'])}\n```")
-    if evaluation.get("flags"):
-        lines.append("Flags raised by the evaluator: " + ", ".join(map(str, evaluation["flags"])))
+    if flag_kinds.exploits(evaluation.get("flags")):
+        lines.append("Exploit checks that flagged it: "
+                     + ", ".join(flag_kinds.exploits(evaluation["flags"])))
+    if flag_kinds.notes(evaluation.get("flags")):
+        lines.append("Notes (not exploits): " + ", ".join(flag_kinds.notes(evaluation["flags"])))
     candidate, reference = evaluation.get("candidate_ms"), evaluation.get("reference_ms")
     if candidate is not None and reference is not None:
         speedup = evaluation.get("speedup")

@@ -7,7 +7,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluation import leases, scoring
+from evaluation import leases, scoring, stats
+from evaluation.harness import flags as flag_kinds
 from evaluation.harness import verdicts
 from evaluation.models import Hardware, Runner
 
@@ -275,6 +276,22 @@ class Evaluation(models.Model):
              "candidate_median_ms": self.candidate_median_ms}
         )
 
+    @property
+    def exploit_flags(self) -> list[str]:
+        """The flags that are exploits (evaluation/harness/flags.py); the rest are notes."""
+        return flag_kinds.exploits(self.flags)
+
+    @property
+    def notes(self) -> list[dict]:
+        """The notes, each {"name", "text"}: facts about an honest result, not exploits."""
+        return flag_kinds.described_notes(self.flags, (self.static_report or {}).get("checks"))
+
+    @property
+    def backend_share(self) -> str | None:
+        """The own kernels' share of the profiled call, in words, where it was measured."""
+        checks = (self.static_report or {}).get("checks") or {}
+        return flag_kinds.backend_share_text(checks.get("backend"))
+
 
 class Reverification(models.Model):
     """A submission evaluated again with fresh secret seeds, on another runner where one is live.
@@ -282,8 +299,11 @@ class Reverification(models.Model):
     Queued automatically for a result that would set a new record (the submission is held off
     the boards meanwhile), or by an admin. queued -> running (claimed by one runner, with a lease
     like a submission's) -> passed, or failed with a plain reason. It passes when the second
-    evaluation is correct, unflagged, and its speed agrees with the first one's within
-    REVERIFY_SPEED_TOLERANCE (see speed_of); the second evaluation is then what ranks.
+    evaluation is correct, unflagged, and its speed agrees with the first one's: their 95%
+    confidence intervals from the timing samples overlap (compare_timing, evaluation/stats.py);
+    the record then ranks on the slower of the two. Correct and unflagged but apart, it is held
+    with the note TIMING_NOTE: status failed (scoring keeps it off the boards), `held` true, never
+    an exploit.
     """
 
     class Reason(models.TextChoices):
@@ -298,8 +318,15 @@ class Reverification(models.Model):
 
     FINISHED = (Status.PASSED, Status.FAILED)
     OPEN = (Status.QUEUED, Status.RUNNING)
-    # Put on the second evaluation when its median disagrees with the first one's.
-    TIMING_FLAG = "timing_not_reproduced"
+    # The note put on the second evaluation (in `flags`, a note by evaluation/harness/flags.py,
+    # never an exploit) when the two timings' intervals do not overlap.
+    TIMING_NOTE = "timing_not_reproduced"
+    TIMING_FLAG = TIMING_NOTE  # its older name
+    # An evaluation's timing, as a whole: copied from the slower of the two when they agree.
+    TIMING_FIELDS = (
+        "candidate_stats", "reference_stats", "candidate_median_ms", "reference_median_ms",
+        "speedup", "speedup_eager", "speedup_compile",
+    )
 
     submission = models.ForeignKey(
         Submission, on_delete=models.CASCADE, related_name="reverifications"
@@ -400,15 +427,62 @@ class Reverification(models.Model):
             return "speedup", evaluation.speedup
         return "median", evaluation.candidate_median_ms
 
-    @staticmethod
-    def timing_agrees(first: float | None, second: float | None) -> bool:
-        """The two speeds differ by at most REVERIFY_SPEED_TOLERANCE (larger / smaller).
+    @classmethod
+    def compare_timing(cls, first, second: dict) -> dict | None:
+        """The first evaluation (an Evaluation) against the second (its fields, as stored):
+        what was compared, each one's 95% interval, whether they agree (overlap), and which one
+        the record ranks on (the slower) or the note when they do not. None when there is
+        nothing to compare (the verdict decides alone)."""
+        what, first_value = cls.speed_of(first)
+        second_value = second.get("speedup") if what == "speedup" else second.get(
+            "candidate_median_ms")
+        if not first_value or not second_value:
+            return None
+        floor = settings.TIMING_INTERVAL_FLOOR
 
-        Without both there is nothing to compare (the verdict decides alone).
-        """
-        if not first or not second:
-            return True
-        return max(first, second) / min(first, second) <= settings.REVERIFY_SPEED_TOLERANCE
+        def interval(value, candidate, reference):
+            if what == "speedup":
+                return stats.speedup_interval(value, candidate, reference, floor=floor)
+            return stats.median_interval(candidate, median_ms=value, floor=floor)
+
+        a = interval(first_value, first.candidate_stats, first.reference_stats)
+        b = interval(second_value, second.get("candidate_stats"), second.get("reference_stats"))
+        agrees = stats.agree(a, b)
+        first_slower = first_value < second_value if what == "speedup" else (
+            first_value > second_value)
+        return {
+            "compared": what,
+            "confidence": 0.95,
+            "floor": floor,
+            "first": a.as_dict(),
+            "second": b.as_dict(),
+            "first_median_ms": first.candidate_median_ms,
+            "second_median_ms": second.get("candidate_median_ms"),
+            "agrees": agrees,
+            "ranked_on": ("first" if first_slower else "second") if agrees else None,
+            "note": None if agrees else cls.TIMING_NOTE,
+        }
+
+    @staticmethod
+    def timing_comparison(evaluation) -> dict:
+        """What compare_timing found, as stored on the second evaluation ({} if nothing)."""
+        if evaluation is None:
+            return {}
+        checks = (evaluation.static_report or {}).get("checks") or {}
+        found = checks.get("reverification")
+        return found if isinstance(found, dict) else {}
+
+    @property
+    def held(self) -> bool:
+        """Failed only because the timings did not agree: a note about noise, not an exploit."""
+        if self.status != self.Status.FAILED or self.evaluation is None:
+            return False
+        return self._timing_not_reproduced(self.evaluation)
+
+    @classmethod
+    def _timing_not_reproduced(cls, evaluation) -> bool:
+        """Correct, and its only flag is the timing note."""
+        return bool(evaluation.correct) and list(evaluation.flags or []) == [cls.TIMING_NOTE]
 
     def finish(self, *, evaluation, runner_name: str) -> bool:
         """Record the second evaluation's outcome, on this and on the submission.
@@ -440,18 +514,30 @@ class Reverification(models.Model):
         self.refresh_from_db()
         return True
 
+    @staticmethod
+    def timing_message(comparison: dict) -> str:
+        """Why a re-verification is held, in plain words, with both intervals."""
+        unit = "x" if comparison.get("compared") == "speedup" else " ms"
+
+        def shown(side: dict) -> str:
+            return (f"{side['value']:.4g}{unit} (95% interval {side['low']:.4g}"
+                    f"-{side['high']:.4g}{unit})")
+
+        return (
+            f"Timing not reproduced: the second evaluation's {comparison.get('compared')} "
+            f"{shown(comparison['second'])} and the first one's {shown(comparison['first'])} "
+            "do not overlap. It is held off the board as measurement noise, not as an exploit; "
+            "both evaluations are shown."
+        )
+
     def _outcome(self, evaluation) -> tuple[str, str]:
+        if self._timing_not_reproduced(evaluation):
+            comparison = self.timing_comparison(evaluation)
+            if comparison.get("first") and comparison.get("second"):
+                return self.Status.FAILED, self.timing_message(comparison)
+            return self.Status.FAILED, "Timing not reproduced."
         if evaluation.ranks:
             return self.Status.PASSED, ""
-        if evaluation.flags == [self.TIMING_FLAG]:
-            what, second = self.speed_of(evaluation)
-            _, first = self.speed_of(self.checked_evaluation)
-            unit = "x" if what == "speedup" else " ms"
-            return self.Status.FAILED, (
-                f"The second evaluation's {what} ({second:.4g}{unit}) and the first one's "
-                f"({first:.4g}{unit}) differ by more than a factor "
-                f"{settings.REVERIFY_SPEED_TOLERANCE:g}."
-            )
         if evaluation.flags:
             flags = ", ".join(evaluation.flags)
             return self.Status.FAILED, f"The second evaluation was flagged: {flags}."

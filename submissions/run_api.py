@@ -92,7 +92,13 @@ class RunOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     progress = serializers.SerializerMethodField()
-    fast_p = serializers.SerializerMethodField()
+    fast_p = serializers.SerializerMethodField(
+        help_text="Strict counting: correct, no exploit flag, re-verified where it set a record."
+    )
+    fast_p_kernelbench = serializers.SerializerMethodField(
+        help_text="The same by KernelBench's counting: correct outputs count even where the "
+        "kernel's own backend did not do the work (backend_not_used); speedups as measured."
+    )
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_problems(self, run: Run) -> list[str]:
@@ -103,7 +109,7 @@ class RunOutputSerializer(serializers.Serializer):
         return run_progress(run)
 
     @extend_schema_field(FastPRowSerializer(many=True))
-    def get_fast_p(self, run: Run) -> list[dict]:
+    def get_fast_p(self, run: Run, counting: str = "strict") -> list[dict]:
         return [
             {
                 "level": row.level,
@@ -112,8 +118,12 @@ class RunOutputSerializer(serializers.Serializer):
                 "fast_p": {f"{p:g}": value for p, value in row.fast_p.items()},
                 "geomean_speedup": row.geomean_speedup,
             }
-            for row in run_fast_p(run)
+            for row in run_fast_p(run, counting=counting)
         ]
+
+    @extend_schema_field(FastPRowSerializer(many=True))
+    def get_fast_p_kernelbench(self, run: Run) -> list[dict]:
+        return self.get_fast_p(run, counting="kernelbench")
 
 
 ERRORS = {

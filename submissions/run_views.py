@@ -41,6 +41,11 @@ def run_detail(request, pk: int):
             "state": state,
             "fast_p_columns": fast_p_columns,
             "fast_p_rows": fast_p_rows,
+            "fast_p_kernelbench_rows": [
+                {**row, "values": [row[key] for key in fast_p_columns]}
+                for row in state["fast_p_kernelbench"]
+            ],
+            "countings": state["countings"],
             "leaderboard_url": _leaderboard_url(run),
             "actions": _allowed_actions(run) if request.user.is_staff else [],
         },

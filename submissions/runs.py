@@ -575,14 +575,17 @@ def run_problems(run: Run) -> dict[int, list[int]]:
 
 
 def run_first_outcomes(
-    samples: dict[tuple[int, int], dict | None], *, baseline: str = "eager"
+    samples: dict[tuple[int, int], dict | None], *, baseline: str = "eager",
+    counting: str = "strict",
 ) -> dict[int, metrics.Outcome]:
-    """Per problem, sample 0's outcome: KernelBench scores a run by its first sample."""
+    """Per problem, sample 0's outcome: KernelBench scores a run by its first sample. `counting`
+    (scoring.COUNTINGS): ours (strict), or KernelBench's, where a kernel whose own backend did
+    not do the work still counts as correct."""
     return {
         problem_id: metrics.Outcome(
             compiled=scoring.compiled(e),
-            correct=scoring.on_board(e),
-            speedup=scoring.counted_speedup(e, baseline),
+            correct=scoring.counted(e, counting),
+            speedup=scoring.counted_speedup(e, baseline, counting),
         )
         for (problem_id, index), e in samples.items()
         if index == 0 and e is not None
@@ -598,10 +601,10 @@ class FastPRow:
     geomean_speedup: float | None = None
 
 
-def run_fast_p(run: Run) -> list[FastPRow]:
+def run_fast_p(run: Run, *, counting: str = "strict") -> list[FastPRow]:
     """fast_p per level over the run's problems (every one in the denominator), over the eager
-    baseline: the same figures as the leaderboard's run table."""
-    first = run_first_outcomes(run_samples(run))
+    baseline: the same figures as the leaderboard's run table. `counting`: scoring.COUNTINGS."""
+    first = run_first_outcomes(run_samples(run), counting=counting)
     rows = []
     for level, problem_ids in sorted(run_problems(run).items()):
         summary = metrics.level_summary(first, problems=problem_ids)
@@ -657,10 +660,8 @@ def run_status_payload(run: Run) -> dict:
         }
         for problem in run.problems.order_by("level", "number")
     ]
-    return {
-        "run": run.pk,
-        **run_progress(run),
-        "fast_p": [
+    def fast_p_rows(counting: str) -> list[dict]:
+        return [
             {
                 "level": row.level,
                 "problems": row.problems,
@@ -668,8 +669,16 @@ def run_status_payload(run: Run) -> dict:
                 "geomean_speedup": row.geomean_speedup,
                 **{fast_p_label(p): value for p, value in row.fast_p.items()},
             }
-            for row in run_fast_p(run)
-        ],
+            for row in run_fast_p(run, counting=counting)
+        ]
+
+    return {
+        "run": run.pk,
+        **run_progress(run),
+        "fast_p": fast_p_rows("strict"),
+        # KernelBench's own counting beside ours (scoring.COUNTING_LABELS says what each is).
+        "fast_p_kernelbench": fast_p_rows("kernelbench"),
+        "countings": dict(scoring.COUNTING_LABELS),
         "problem_steps": problems,
     }
 

@@ -178,7 +178,8 @@ def evaluation_summary(evaluation, *, details: bool = False) -> dict | None:
         "speedup": evaluation.speedup,
         "speedup_eager": evaluation.speedup_eager,
         "speedup_compile": evaluation.speedup_compile,
-        "flags": evaluation.flags,
+        "flags": evaluation.exploit_flags,  # exploits; notes apart (evaluation/harness/flags.py)
+        "notes": [note["name"] for note in evaluation.notes],
         "error": shown_error(evaluation, details=details),
         # "reverify": a second evaluation with fresh seeds, which replaced the first one.
         "purpose": evaluation.purpose,
@@ -203,6 +204,8 @@ def submission_status_payload(submission: Submission, *, details: bool = False) 
         "progress": submission.progress,
         "attempts": submission.attempts,
         "evaluation": evaluation_summary(evaluation, details=details),
+        # ranked | pending | held | off_board, with why: changes as a re-verification lands.
+        "ranking": submission_ranking(submission) if evaluation is not None else None,
     }
 
 
@@ -258,10 +261,23 @@ def hardware_overview() -> list[dict]:
 
 
 class RankingState(TextChoices):
-    """Whether a submission's result ranks on its board, and if not, why (the API's `ranking`)."""
+    """Whether a submission's result ranks on its board (the API's `ranking.state`): ranked;
+    pending (no result yet, or a would-be record waiting for its re-verification); held (correct
+    and unflagged, but its re-verification's timing did not reproduce the first one's: a note,
+    never an exploit); off_board (it does not count: the `detail` and `reason` say why)."""
+
+    RANKED = "ranked"
+    PENDING = "pending"
+    HELD = "held"
+    OFF_BOARD = "off_board"
+
+
+class RankingDetail(TextChoices):
+    """Why, as a code (the API's `ranking.detail`), each under one RankingState."""
 
     RANKED = "ranked"
     PENDING_REVERIFICATION = "pending_reverification"
+    TIMING_NOT_REPRODUCED = "timing_not_reproduced"
     FAILED_REVERIFICATION = "failed_reverification"
     FLAGGED = "flagged"
     NOT_CORRECT = "not_correct"
@@ -269,16 +285,32 @@ class RankingState(TextChoices):
     NOT_EVALUATED = "not_evaluated"
 
 
-# The states as the submission page names them (the API gives the values).
-RANKING_LABELS = {
-    RankingState.RANKED: "ranked",
-    RankingState.PENDING_REVERIFICATION: "held: pending re-verification",
-    RankingState.FAILED_REVERIFICATION: "not ranked: re-verification failed",
-    RankingState.FLAGGED: "not ranked: flagged",
-    RankingState.NOT_CORRECT: "not ranked: not correct",
-    RankingState.NOT_TIMED: "not ranked: not timed",
-    RankingState.NOT_EVALUATED: "not evaluated yet",
+RANKING_STATE_OF = {
+    RankingDetail.RANKED: RankingState.RANKED,
+    RankingDetail.PENDING_REVERIFICATION: RankingState.PENDING,
+    RankingDetail.NOT_EVALUATED: RankingState.PENDING,
+    RankingDetail.TIMING_NOT_REPRODUCED: RankingState.HELD,
+    RankingDetail.FAILED_REVERIFICATION: RankingState.OFF_BOARD,
+    RankingDetail.FLAGGED: RankingState.OFF_BOARD,
+    RankingDetail.NOT_CORRECT: RankingState.OFF_BOARD,
+    RankingDetail.NOT_TIMED: RankingState.OFF_BOARD,
 }
+
+# The details as the submission page names them (the API gives the codes).
+RANKING_LABELS = {
+    RankingDetail.RANKED: "ranked",
+    RankingDetail.PENDING_REVERIFICATION: "pending: re-verification",
+    RankingDetail.TIMING_NOT_REPRODUCED: "held: timing not reproduced",
+    RankingDetail.FAILED_REVERIFICATION: "off the board: re-verification failed",
+    RankingDetail.FLAGGED: "off the board: flagged",
+    RankingDetail.NOT_CORRECT: "off the board: not correct",
+    RankingDetail.NOT_TIMED: "off the board: not timed",
+    RankingDetail.NOT_EVALUATED: "pending: not evaluated yet",
+}
+
+
+def _ranking(detail: RankingDetail, reason: str, rank: int | None = None) -> dict:
+    return {"state": RANKING_STATE_OF[detail], "detail": detail, "rank": rank, "reason": reason}
 
 
 def _participant(row: dict) -> str:
@@ -305,7 +337,9 @@ def board_rank(row: dict, *, problem_id: int) -> tuple[int | None, int | None]:
             hardware_id=row["hardware_id"],
             submission__problem_id=problem_id,
             correct=True,
-            candidate_median_ms__lte=row["candidate_median_ms"],
+            # Its ranking time (capped where a note says so): a result faster than that may be
+            # ahead of it; the exact order is board_order's.
+            candidate_median_ms__lte=scoring.ranking_ms(row),
         )
         .order_by()
         .values_list("submission_id", flat=True)
@@ -327,8 +361,7 @@ def board_rank(row: dict, *, problem_id: int) -> tuple[int | None, int | None]:
 def submission_ranking(submission: Submission) -> dict:
     """Whether the submission's result ranks and, if not, why: from its latest evaluation on
     its hardware (selectors.latest_evaluations) and the one rule (evaluation/scoring.py)."""
-    not_evaluated = {"state": RankingState.NOT_EVALUATED, "rank": None,
-                     "reason": "It has no result yet."}
+    not_evaluated = _ranking(RankingDetail.NOT_EVALUATED, "It has no result yet.")
     if submission.status != Submission.Status.FINISHED:
         return not_evaluated  # polled while it waits and runs: no query
     rows = latest_evaluations(submission_ids=[submission.pk], hardware_id=submission.hardware_id)
@@ -342,25 +375,30 @@ def submission_ranking(submission: Submission) -> dict:
             reason = f"It ranks, but your faster submission {faster} holds your place on {board}."
         else:
             reason = f"Rank {rank} on {board}."
-        return {"state": RankingState.RANKED, "rank": rank, "reason": reason}
+        return _ranking(RankingDetail.RANKED, reason, rank)
     if scoring.pending(row):
-        return {
-            "state": RankingState.PENDING_REVERIFICATION,
-            "rank": None,
-            "reason": "It would set a new record, so it is held off the board until a second "
+        return _ranking(
+            RankingDetail.PENDING_REVERIFICATION,
+            "It would set a new record, so it is held off the board until a second "
             "evaluation with fresh secret seeds on another runner confirms it.",
-        }
+        )
     if row["submission__reverification"] == Submission.ReverificationState.FAILED:
-        failed = submission.reverifications.filter(status=Reverification.Status.FAILED).first()
+        failed = (
+            submission.reverifications.filter(status=Reverification.Status.FAILED)
+            .select_related("evaluation")
+            .first()
+        )
         message = failed.message if failed and failed.message else "It did not reproduce."
-        return {"state": RankingState.FAILED_REVERIFICATION, "rank": None,
-                "reason": f"Its re-verification failed: {message}"}
-    if row["flags"]:
-        flags = ", ".join(str(flag) for flag in row["flags"])
-        return {"state": RankingState.FLAGGED, "rank": None,
-                "reason": f"Flagged by the exploit checks ({flags}); flagged results never rank."}
+        if failed is not None and failed.held:
+            return _ranking(RankingDetail.TIMING_NOT_REPRODUCED, f"Held: {message}")
+        return _ranking(RankingDetail.FAILED_REVERIFICATION,
+                        f"Its re-verification failed: {message}")
+    if scoring.exploits(row):
+        flags = ", ".join(scoring.exploits(row))
+        return _ranking(RankingDetail.FLAGGED,
+                        f"Flagged by the exploit checks ({flags}); flagged results never rank.")
     if not row["correct"]:
-        return {"state": RankingState.NOT_CORRECT, "rank": None,
-                "reason": f"The verdict is {row['verdict']}; only correct results rank."}
-    return {"state": RankingState.NOT_TIMED, "rank": None,
-            "reason": "It is correct but was not timed, so it has no time to rank by."}
+        return _ranking(RankingDetail.NOT_CORRECT,
+                        f"The verdict is {row['verdict']}; only correct results rank.")
+    return _ranking(RankingDetail.NOT_TIMED,
+                    "It is correct but was not timed, so it has no time to rank by.")

@@ -11,6 +11,7 @@ from problems.models import Problem
 from submissions.models import ApiToken, Evaluation, NcuReport, Submission
 from submissions.selectors import (
     LOG_FIELDS,
+    RankingDetail,
     RankingState,
     display_log,
     queue_position,
@@ -239,10 +240,17 @@ class SubmissionUrlsSerializer(serializers.Serializer):
 class RankingSerializer(serializers.Serializer):
     state = serializers.ChoiceField(
         choices=RankingState.choices,
-        help_text="ranked: on its board; pending_reverification: a would-be record waiting "
-        "for its second evaluation with fresh seeds; failed_reverification: that second "
-        "evaluation did not confirm it; flagged: an exploit check flagged it; not_correct, "
-        "not_timed: it does not count; not_evaluated: no result yet.",
+        help_text="ranked: on its board; pending: no result yet, or a would-be record waiting "
+        "for its second evaluation with fresh seeds; held: correct and unflagged, but the "
+        "second evaluation's timing did not reproduce the first's within their confidence "
+        "intervals (a note, not an exploit); off_board: it does not count (see detail).",
+    )
+    detail = serializers.ChoiceField(
+        choices=RankingDetail.choices,
+        help_text="Why, as a code: ranked; pending_reverification, not_evaluated (pending); "
+        "timing_not_reproduced (held); failed_reverification (the second evaluation was not "
+        "correct or was flagged), flagged (an exploit check), not_correct, not_timed "
+        "(off_board).",
     )
     rank = serializers.IntegerField(
         allow_null=True,
@@ -262,9 +270,26 @@ class TimingStatsSerializer(serializers.Serializer):
     median_ms = serializers.FloatField(required=False, allow_null=True)
     mean_ms = serializers.FloatField(required=False, allow_null=True)
     std_ms = serializers.FloatField(required=False, allow_null=True)
+    mad_ms = serializers.FloatField(
+        required=False, allow_null=True,
+        help_text="Median absolute deviation of the samples (evaluations since it was recorded).",
+    )
     min_ms = serializers.FloatField(required=False, allow_null=True)
     max_ms = serializers.FloatField(required=False, allow_null=True)
     n = serializers.IntegerField(required=False, allow_null=True)
+
+
+class NoteSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="e.g. backend_share_small, timing_not_reproduced")
+    text = serializers.CharField(help_text="What it means for this result, in words (with the "
+                                 "measured share where it has one).")
+
+
+FLAGS_HELP = ("Exploits only: the exploit checks that flagged the result (it is rejected or kept "
+              "off the boards). Facts about an honest result are in `notes`.")
+NOTES_HELP = ("Notes, not exploits: facts about an honest result, e.g. backend_share_small (the "
+              "kernel's own kernels do a tiny share of the time: it ranks, no better than the "
+              "reference) or timing_not_reproduced.")
 
 
 class EvaluationSerializer(serializers.Serializer):
@@ -308,7 +333,9 @@ class EvaluationSerializer(serializers.Serializer):
     speedup = serializers.FloatField(allow_null=True)
     speedup_eager = serializers.FloatField(allow_null=True)
     speedup_compile = serializers.FloatField(allow_null=True)
-    flags = serializers.ListField(child=serializers.JSONField())
+    flags = serializers.ListField(child=serializers.JSONField(), source="exploit_flags",
+                                  help_text=FLAGS_HELP)
+    notes = NoteSerializer(many=True, help_text=NOTES_HELP)
     static_report = serializers.DictField()
     environment = serializers.DictField()
     phases = serializers.DictField()
@@ -377,7 +404,8 @@ class SubmissionSerializer(serializers.Serializer):
     candidate_ms = serializers.FloatField(allow_null=True)
     reference_ms = serializers.FloatField(allow_null=True)
     speedup = serializers.FloatField(allow_null=True)
-    flags = serializers.ListField(child=serializers.JSONField())
+    flags = serializers.ListField(child=serializers.JSONField(), help_text=FLAGS_HELP)
+    notes = NoteSerializer(many=True, help_text=NOTES_HELP)
     error = serializers.CharField(allow_null=True)
     queue_position = serializers.IntegerField(allow_null=True)
     progress = serializers.DictField()
@@ -480,7 +508,8 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "candidate_ms": evaluation.candidate_median_ms if evaluation else None,
         "reference_ms": evaluation.reference_median_ms if evaluation else None,
         "speedup": evaluation.speedup if evaluation else None,
-        "flags": evaluation.flags if evaluation else [],
+        "flags": evaluation.exploit_flags if evaluation else [],
+        "notes": evaluation.notes if evaluation else [],
         "error": shown_error(evaluation, details=show_logs) or None,
         "queue_position": position,
         "progress": submission.progress or {},

@@ -22,7 +22,7 @@ from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
 from problems.services import kernel_starter
 from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
-from submissions.models import ApiToken, Evaluation, NcuReport, Submission
+from submissions.models import ApiToken, Evaluation, NcuReport, Reverification, Submission
 from submissions.quotas import QuotaExceeded, ncu_reports_per_day, quota_usage
 from submissions.selectors import (
     RANKING_LABELS,
@@ -146,9 +146,12 @@ def _evaluation_context(request, submission: Submission) -> dict:
         "submission": submission,
         "evaluation": evaluation,
         "reverification": reverification,
+        "timing_comparison": Reverification.timing_comparison(
+            reverification.evaluation if reverification else None
+        ),
         "ranking": ranking,
-        "ranking_label": RANKING_LABELS.get(ranking["state"], "") if ranking else "",
-        "reverify_tolerance": settings.REVERIFY_SPEED_TOLERANCE,
+        "ranking_label": RANKING_LABELS.get(ranking["detail"], "") if ranking else "",
+        "timing_floor_pct": round(100 * settings.TIMING_INTERVAL_FLOOR, 2),
         "first_evaluation": first,
         "first_logs": evaluation_logs(first, details=details),
         # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.

@@ -63,7 +63,8 @@ def test_a_queued_submission_is_not_evaluated_yet(api, user, cpu_hardware, relu_
     submission = submission_create(user=user, problem=relu_problem, backend="torch",
                                    hardware=cpu_hardware, source=kernel_source("relu_correct.py"))
     assert ranking(api, submission) == {
-        "state": "not_evaluated", "rank": None, "reason": "It has no result yet."
+        "state": "pending", "detail": "not_evaluated", "rank": None,
+        "reason": "It has no result yet.",
     }
 
 
@@ -115,7 +116,8 @@ def test_a_would_be_record_is_pending_reverification_until_it_passes(
     reverification_request(submission=submission, reason=Reverification.Reason.NEW_RECORD)
     board_refresh_for(submission.latest_evaluation)
     state = ranking(api, submission)
-    assert state["state"] == "pending_reverification" and state["rank"] is None
+    assert state["state"] == "pending" and state["rank"] is None
+    assert state["detail"] == "pending_reverification"
     assert "fresh secret seeds" in state["reason"]
     assert board_rank(submission) is None  # the board agrees: not ranked yet
 
@@ -130,7 +132,8 @@ def test_a_failed_reverification_says_why(api, user, cpu_hardware, relu_problem)
     reverification_request(submission=submission, reason=Reverification.Reason.NEW_RECORD)
     reverification = second_evaluation(submission, verdict="incorrect", ms=1.0)
     state = ranking(api, submission)
-    assert state["state"] == "failed_reverification" and state["rank"] is None
+    assert state["state"] == "off_board" and state["rank"] is None
+    assert state["detail"] == "failed_reverification"
     assert reverification.message and reverification.message in state["reason"]
     assert board_rank(submission) is None
 
@@ -139,7 +142,8 @@ def test_a_flagged_result_does_not_rank(api, user, cpu_hardware, relu_problem):
     submission = make_result(problem=relu_problem, hardware=cpu_hardware, user=user,
                              flags=("faster_than_light",)).submission
     state = ranking(api, submission)
-    assert state["state"] == "flagged" and state["rank"] is None
+    assert state["state"] == "off_board" and state["rank"] is None
+    assert state["detail"] == "flagged"
     assert "faster_than_light" in state["reason"]
 
 
@@ -149,7 +153,8 @@ def test_an_incorrect_result_does_not_rank_and_gives_its_verdict(
     submission = make_result(problem=relu_problem, hardware=cpu_hardware, user=user,
                              verdict="compile_error").submission
     state = ranking(api, submission)
-    assert state["state"] == "not_correct" and state["rank"] is None
+    assert state["state"] == "off_board" and state["rank"] is None
+    assert state["detail"] == "not_correct"
     assert "compile_error" in state["reason"]
 
 
@@ -168,5 +173,5 @@ def test_the_schema_documents_the_ranking_and_the_urls():
     components = openapi_schema()["components"]["schemas"]
     submission = components["Submission"]["properties"]
     assert "ranking" in submission and "urls" in submission
-    assert set(components["Ranking"]["properties"]) == {"state", "rank", "reason"}
+    assert set(components["Ranking"]["properties"]) == {"state", "detail", "rank", "reason"}
     assert "events_url" in components["SubmissionUrls"]["properties"]

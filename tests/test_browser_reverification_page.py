@@ -30,7 +30,7 @@ def test_a_passing_reverification_updates_ranking_summary_and_evaluation_togethe
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(f"{live_site}/submissions/{submission.pk}/")
-    expect(page.locator("#ranking-state")).to_have_text("held: pending re-verification")
+    expect(page.locator("#ranking-state")).to_have_text("pending: re-verification")
     expect(page.locator("#reverification")).to_contain_text("pending (queued)")
     expect(page.locator("#result-summary caption")).to_have_count(0)
     page.evaluate("window.__sameDocument = true")

@@ -158,7 +158,8 @@ def test_a_passing_reverification_uses_a_fresh_seed_on_another_runner_and_then_r
 ):
     submission = held_record
     reverification = Reverification.objects.get(submission=submission)
-    harness.will_return(ms=1.1)
+    # 1% slower: within the two timings' 95% intervals (test_reverification_statistics.py).
+    harness.will_return(ms=1.01)
 
     outcome = committed(reverify_submission, reverification_id=reverification.pk, runner_name="r2")
 
@@ -171,7 +172,8 @@ def test_a_passing_reverification_uses_a_fresh_seed_on_another_runner_and_then_r
     assert second.static_report["checks"]["reverification"]["first_median_ms"] == 1.0
 
     rows = board_rows(problem=relu_problem, hardware=cpu_hardware)
-    assert [(r["rank"], r["participant"], r["candidate_ms"]) for r in rows] == [(1, "ada", 1.1)]
+    # It ranks on the slower of the two: the second, here.
+    assert [(r["rank"], r["participant"], r["candidate_ms"]) for r in rows] == [(1, "ada", 1.01)]
     record = Record.objects.get()
     assert (record.submission_id, record.evaluation_id) == (submission.pk, second.pk)
     submission.refresh_from_db()
@@ -208,10 +210,9 @@ def test_a_reverification_that_is_incorrect_on_fresh_inputs_keeps_the_kernel_off
     assert "<strong>failed</strong>" in text and "ended incorrect" in text
 
 
-def test_a_reverification_whose_median_disagrees_is_flagged_and_does_not_rank(
-    held_record, cpu_hardware, relu_problem, harness, committed, settings
+def test_a_reverification_whose_median_disagrees_is_held_with_a_note_and_does_not_rank(
+    held_record, cpu_hardware, relu_problem, harness, committed
 ):
-    settings.REVERIFY_SPEED_TOLERANCE = 1.25
     reverification = Reverification.objects.get(submission=held_record)
     harness.will_return(ms=3.0)  # three times slower than the first evaluation said
 
@@ -222,13 +223,14 @@ def test_a_reverification_whose_median_disagrees_is_flagged_and_does_not_rank(
 
     reverification.refresh_from_db()
     assert reverification.evaluation.flags == [Reverification.TIMING_FLAG]
+    assert reverification.held
     # Compared by speedup over the reference timed beside it: 2/3 against 2/1.
-    assert "speedup (0.6667x) and the first one's (2x) differ by more than a factor 1.25" in (
-        reverification.message
+    assert reverification.message.startswith(
+        "Timing not reproduced: the second evaluation's speedup 0.6667x"
     )
     assert board_rows(problem=relu_problem, hardware=cpu_hardware) == []
-    flagged = flagged_rows(problem=relu_problem, hardware=cpu_hardware)
-    assert [r["flags"] for r in flagged] == [["timing_not_reproduced"]]
+    # A note, not an exploit: not among the flagged kernels.
+    assert flagged_rows(problem=relu_problem, hardware=cpu_hardware) == []
 
 
 def test_a_result_that_sets_no_record_ranks_at_once_without_reverification(
@@ -352,8 +354,8 @@ def test_real_runners_hold_new_records_until_another_runner_reverifies_and_catch
         "REVERIFY_NEW_RECORDS": "1",
         # Long enough that the first runner, alone, must leave the re-verifications alone.
         "REVERIFY_SOLE_RUNNER_GRACE_SECONDS": "3600",
-        # Two CPU runners on shared cores time noisily; the tolerance is tested above.
-        "REVERIFY_SPEED_TOLERANCE": "20",
+        # Two CPU runners on shared cores time noisily; the statistics are tested above.
+        "TIMING_INTERVAL_FLOOR": "20",
     }
     honest = submit(user, relu_problem, cpu_hardware)
     once = submit(

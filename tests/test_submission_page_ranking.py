@@ -54,13 +54,13 @@ def page(submission: Submission, user=None) -> str:
 
 def test_a_held_record_says_it_waits_for_its_reverification_and_what_that_means(held, owner):
     html = page(held, owner)
-    assert 'data-state="pending_reverification"' in html
-    assert "held: pending re-verification" in html
+    assert 'data-state="pending" data-detail="pending_reverification"' in html
+    assert "pending: re-verification" in html
     assert "It would set a new record, so it is held off the board" in html
     assert "pending (queued)" in html
     terms = html.split('id="ranking-terms"')[1].split("</details>")[0]
-    for term in ("ranked", "held: pending re-verification", "re-verified (passed)",
-                 "re-verification failed"):
+    for term in ("ranked", "pending: re-verification", "re-verified (passed)",
+                 "held: timing not reproduced", "off the board: re-verification failed"):
         assert f"<dt>{term}</dt>" in terms
     assert 'id="first-evaluation"' not in html  # one evaluation so far
 
@@ -100,8 +100,8 @@ def test_an_incorrect_result_says_why_it_does_not_rank(owner, cpu):
                              verdict="incorrect", ms=3.0)
     evaluation.submission.mark_finished(verdict="incorrect")
     html = page(evaluation.submission)
-    assert 'data-state="not_correct"' in html
-    assert "not ranked: not correct" in html
+    assert 'data-state="off_board" data-detail="not_correct"' in html
+    assert "off the board: not correct" in html
     assert "only correct results rank" in html
 
 

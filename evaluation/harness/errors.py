@@ -70,3 +70,25 @@ def trimmed_traceback(exc: BaseException, keep: tuple[str, ...], limit: int = 80
     lines += traceback.format_list(kept)
     lines += traceback.format_exception_only(type(exc), exc)
     return truncate(clean_text("".join(lines)), limit)
+
+
+# What a reference needs that a runner may lack: a Python package (level 4 imports
+# transformers), or model configs and weights from the Hugging Face hub, which runners never
+# download (they run offline: HF_HUB_OFFLINE) and read from their HF_HOME folder.
+_HUB_SIGNS = ("huggingface", "hugging face", "hf_hub", "offline mode", "can't load",
+              "couldn't connect", "local_files_only", "cannot find the requested files")
+
+
+def unavailable_reason(exc: BaseException) -> str | None:
+    """Why this runner cannot run the problem at all (not the kernel's fault), in plain words;
+    None when `exc` is an ordinary failure."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return (f"This runner cannot run the problem: its reference imports the Python package "
+                f"{exc.name.split('.')[0]!r}, which is not installed here.")
+    text = str(exc).lower()
+    if isinstance(exc, (OSError, ValueError)) and any(sign in text for sign in _HUB_SIGNS):
+        return ("This runner cannot run the problem: its reference loads a model from the "
+                "Hugging Face hub, and this runner has no local copy of it (runners are offline; "
+                "the operator puts the models' configs in the runner's HF_HOME folder). "
+                f"{short_message(exc, 300)}")
+    return None

@@ -152,6 +152,9 @@ def _readonly_paths() -> list[str]:
         if path and os.path.isabs(path) and os.path.realpath(path) != checkout:
             paths.append(path)
     paths += [p for p in cuda if _system_folder(p, checkout)]
+    # Level 4's model configs (read-only, and only from a folder outside any home).
+    if _system_folder(os.environ.get("HF_HOME", ""), checkout):
+        paths.append(os.environ["HF_HOME"])
     paths += _toolchain_prefixes(checkout)
     seen: list[str] = []
     for path in paths:

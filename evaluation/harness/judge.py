@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import EVALUATOR_VERSION
-from .errors import short_message, signal_name
+from .errors import short_message, signal_name, unavailable_reason
 from .process import LogCapture, apply_limits, resolve_limits
 
 REFERENCE_MODULE = "kb_reference"
@@ -345,6 +345,9 @@ class Judge:
             reference = module_from_source(job["reference_source"], REFERENCE_MODULE)
             init_inputs = make_init_inputs(reference, seeds["init"])
         except Exception as exc:
+            reason = unavailable_reason(exc)
+            if reason:
+                raise Verdict("problem_unavailable", reason) from None
             raise Verdict("harness_error", f"the reference failed to load: {short_message(exc)}",
                           traceback=traceback.format_exc(limit=-5)) from None
 
@@ -595,6 +598,9 @@ class Judge:
         if report.get("not_used"):
             self.flag("backend_not_used", {"share": report.get("share"),
                                            "own_calls": report.get("own_calls")})
+        elif report.get("minor"):  # a note (flags.py), not an exploit
+            self.flag(exploits.BACKEND_SHARE_SMALL, {"share": report.get("share"),
+                                                     "own_calls": report.get("own_calls")})
 
     def _final_state(self) -> None:
         from . import exploits

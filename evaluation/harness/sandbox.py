@@ -44,6 +44,7 @@ ENV_ALLOWLIST = (
     "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
     "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
     "CC", "CXX", "CUDAHOSTCXX", "LIBRARY_PATH", "MAX_JOBS", "OMP_NUM_THREADS",
+    "HF_HOME",  # level 4: the models' configs, read offline (docs/deploy.md)
 )
 
 _UNSHARE_VARIANTS = (
@@ -107,6 +108,9 @@ def scrubbed_env(job: dict, workdir: Path) -> dict[str, str]:
         # history, so one side could pay page faults on every output it allocates and the
         # other none (a 1 MiB CPU add measured 0.46 ms instead of 0.035 ms in the judge):
         # fixed, allocations up to 32 MiB (glibc's maximum) reuse freed memory on both sides.
+        # Nothing is downloaded during an evaluation: the hub's libraries read HF_HOME only.
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
         "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
         **({"KB_HARNESS_CUDA_IPC": os.environ["KB_HARNESS_CUDA_IPC"]}

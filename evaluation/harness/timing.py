@@ -102,10 +102,14 @@ def is_stable(samples: Sequence[float], min_reps: int, target_rel_err: float) ->
 
 
 def summarize(samples: Sequence[float]) -> dict[str, Any] | None:
+    """The stored summary of a timing's samples. `mad_ms` (median absolute deviation) is the
+    robust spread evaluation/stats.py builds the median's confidence interval from."""
     if not samples:
         return None
+    med = statistics.median(samples)
     return {
-        "median_ms": statistics.median(samples),
+        "median_ms": med,
+        "mad_ms": statistics.median(abs(x - med) for x in samples),
         "mean_ms": statistics.fmean(samples),
         "std_ms": statistics.stdev(samples) if len(samples) > 1 else 0.0,
         "min_ms": min(samples),

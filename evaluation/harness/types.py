@@ -39,6 +39,7 @@ class Stats(TypedDict, total=False):
     median_ms: float
     mean_ms: float
     std_ms: float
+    mad_ms: float  # median absolute deviation: the interval's spread (evaluation/stats.py)
     min_ms: float
     max_ms: float
     n: int

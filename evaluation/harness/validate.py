@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import EVALUATOR_VERSION
-from .errors import is_oom, short_message
+from .errors import is_oom, short_message, unavailable_reason
 
 REFERENCE_MODULE = "kb_reference"
 GIB = 1024**3
@@ -270,7 +270,10 @@ class Validator:
         return f"atol {self.atol:g}, rtol {self.rtol:g}"
 
     def fail(self, stage: str, exc: BaseException) -> _Stop:
-        if is_oom(exc):
+        unavailable = unavailable_reason(exc)
+        if unavailable:
+            self.find("problem_unavailable", unavailable)
+        elif is_oom(exc):
             self.find(
                 "out_of_memory",
                 f"The reference ran out of memory while it {stage} on {self.device} "
@@ -613,9 +616,10 @@ def measure_baseline(job: dict, emit) -> dict:
             for j in range(n_sets)
         ]
     except BaseException as exc:
+        unavailable = unavailable_reason(exc)
         result.update(
-            verdict="runtime_error",
-            error=f"the reference failed to load: {short_message(exc)}",
+            verdict="problem_unavailable" if unavailable else "runtime_error",
+            error=unavailable or f"the reference failed to load: {short_message(exc)}",
             traceback="".join(traceback.format_exception(exc))[-8000:],
         )
         return result

@@ -30,6 +30,12 @@ ALL: tuple[Verdict, ...] = (
         from_harness=False,
     ),
     Verdict("harness_error", False, "other_error", "The evaluator failed on this submission."),
+    # The runner lacks what the problem's reference needs (a package, a model's config): the
+    # kernel was not judged, and is not to blame.
+    Verdict(
+        "problem_unavailable", False, "other_error",
+        "This runner cannot run the problem's reference (something it needs is missing).",
+    ),
 )
 
 BY_NAME = {verdict.name: verdict for verdict in ALL}

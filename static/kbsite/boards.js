@@ -46,6 +46,18 @@
     if (!rows.length) { showEmpty(body, emptyText, colspan); }
   }
 
+  // A rank as [shown rank, tie]: a tie (its time's interval overlaps the one above) is labelled.
+  function showRank(cell, rank) {
+    cell.textContent = rank[0];
+    if (rank[1]) {
+      var tie = document.createElement("span");
+      tie.className = "tag tie";
+      tie.textContent = "tie";
+      cell.appendChild(document.createTextNode(" "));
+      cell.appendChild(tie);
+    }
+  }
+
   // Returns false when the order names a row this page never saw (a missed event).
   function applyOrder(table, keys, ranks, changedRows, changedKeys, emptyText) {
     var body = table.tBodies[0];
@@ -57,7 +69,7 @@
     keys.forEach(function (key) {
       var tr = existing[key];
       var rankCell = tr.querySelector("td.rank");
-      if (rankCell && ranks && ranks[key] !== undefined) { rankCell.textContent = ranks[key]; }
+      if (rankCell && ranks && ranks[key] !== undefined) { showRank(rankCell, ranks[key]); }
       body.appendChild(tr);
       if (changedKeys.indexOf(key) >= 0) { flash(tr); }
     });
@@ -104,7 +116,8 @@
         if (flagged) { replaceAll(flagged, m.flagged, "Nothing flagged."); }
       } else if (m.type === "board_change") {
         var ranks = {};
-        var keys = m.order.map(function (pair) { ranks[pair[0]] = pair[1]; return pair[0]; });
+        // [participant, shown rank] or [participant, shown rank, true] for a tie.
+        var keys = m.order.map(function (o) { ranks[o[0]] = [o[1], !!o[2]]; return o[0]; });
         var ok = applyOrder(ranked, keys, ranks, m.rows, m.changed, "No correct kernels yet.");
         if (ok && flagged) {
           ok = applyOrder(flagged, m.flagged_order, null, m.flagged, m.changed, "Nothing flagged.");

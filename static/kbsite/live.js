@@ -104,7 +104,8 @@
           "with fresh seeds), the one that counts";
       }
       [["Candidate median", fmtMs(ev.candidate_ms)], ["Reference median", fmtMs(ev.reference_ms)],
-       ["Speedup", fmtX(ev.speedup)], ["Flags", (ev.flags || []).map(label).join(", ")]]
+       ["Speedup", fmtX(ev.speedup)], ["Exploits", (ev.flags || []).map(label).join(", ")],
+       ["Notes", (ev.notes || []).map(label).join(", ")]]
         .forEach(function (row) {
           if (!row[1]) { return; }
           var tr = table.insertRow();

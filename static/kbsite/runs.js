@@ -15,8 +15,9 @@
   function link(href, text) { var a = document.createElement("a"); a.href = href; a.textContent = text; return a; }
   function fixed(v, digits) { return v === null || v === undefined ? "–" : Number(v).toFixed(digits); }
 
-  function renderFastP(rows) {
-    var body = document.querySelector("#run-fast-p tbody");
+  function renderFastP(rows, table) {
+    var body = document.querySelector("#" + (table || "run-fast-p") + " tbody");
+    if (!body || !rows) { return; }
     body.textContent = "";
     rows.forEach(function (r) {
       var tr = document.createElement("tr");
@@ -79,6 +80,7 @@
     setText("run-completion-tokens", state.completion_tokens);
     setText("run-cost", "$" + Number(state.cost_usd).toFixed(4));
     renderFastP(state.fast_p);
+    renderFastP(state.fast_p_kernelbench, "run-fast-p-kernelbench");
     renderSteps(state.problem_steps);
   }
 

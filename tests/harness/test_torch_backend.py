@@ -28,7 +28,8 @@ def test_it_judges_a_right_kernel_correct_and_times_candidate_and_reference():
     assert all(t["max_abs_diff"] <= 1e-4 for t in result["trials"])
     for side in ("candidate", "reference"):
         stats = result[side]
-        assert set(stats) == {"median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "n"}
+        assert set(stats) == {"median_ms", "mad_ms", "mean_ms", "std_ms", "min_ms", "max_ms",
+                              "n"}
         assert stats["n"] >= 5 and stats["min_ms"] <= stats["median_ms"] <= stats["max_ms"]
     assert result["speedup"] == result["reference"]["median_ms"] / result["candidate"]["median_ms"]
     assert result["flags"] == [], "an honest kernel gets no flag (timing cross-check included)"
