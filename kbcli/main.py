@@ -119,7 +119,9 @@ def summary(data: dict) -> str:
         ("speedup", fmt_x(data.get("speedup"))),
     ]
     if data.get("queue_position"):
-        rows.append(("queue", f"position {data['queue_position']}"))
+        estimate = data.get("queue_estimate_s")
+        rows.append(("queue", f"position {data['queue_position']}"
+                     + (f", result in about {max(estimate, 1)} s" if estimate is not None else "")))
     if "ranking" in data:
         rows.append(("ranking", describe_ranking(data["ranking"])))
     if data.get("flags"):

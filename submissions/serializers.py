@@ -14,7 +14,7 @@ from submissions.selectors import (
     RankingDetail,
     RankingState,
     display_log,
-    queue_position,
+    queue_estimate,
     shown_error,
     submission_ranking,
 )
@@ -408,6 +408,13 @@ class SubmissionSerializer(serializers.Serializer):
     notes = NoteSerializer(many=True, help_text=NOTES_HELP)
     error = serializers.CharField(allow_null=True)
     queue_position = serializers.IntegerField(allow_null=True)
+    queue_estimate_s = serializers.IntegerField(
+        allow_null=True,
+        help_text="While queued: about how many seconds until the result (the work ahead and "
+        "running, shared over the hardware's online runners, at the median of its latest "
+        "evaluations); null when no runner is online, nothing has been timed yet, or it left "
+        "the queue.",
+    )
     progress = serializers.DictField()
     attempts = serializers.IntegerField()
     created_at = serializers.DateTimeField()
@@ -491,7 +498,7 @@ class QuotaSerializer(serializers.Serializer):
 def submission_data(request, submission: Submission, *, show_code: bool, show_logs: bool) -> dict:
     """The API's view of one submission; the verdict's numbers come from its last evaluation."""
     evaluation = submission.latest_evaluation
-    position = queue_position(submission)
+    estimate = queue_estimate(submission)
     return {
         "id": submission.pk,
         "problem": submission.problem,
@@ -511,7 +518,8 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "flags": evaluation.exploit_flags if evaluation else [],
         "notes": evaluation.notes if evaluation else [],
         "error": shown_error(evaluation, details=show_logs) or None,
-        "queue_position": position,
+        "queue_position": estimate["position"] if estimate else None,
+        "queue_estimate_s": estimate["seconds"] if estimate else None,
         "progress": submission.progress or {},
         "attempts": submission.attempts,
         "created_at": submission.created_at,

@@ -127,3 +127,18 @@ def test_without_evaluations_to_time_it_gives_the_position_alone(cpu, problem):
     payload = submission_status_payload(mine)
     assert payload["queue_position"] == 1
     assert payload["queue_text"] == "position 1 in the queue"
+
+
+def test_the_api_gives_agents_the_position_and_the_estimate(cpu, problem, django_user_model):
+    from tests.api_support import SchemaCheckedClient, token_for
+
+    ada = django_user_model.objects.create_user("ada", password="a-long-passphrase-1")
+    for _ in range(3):
+        evaluated(problem, cpu, seconds=20)
+    online_runner(cpu, "r1")
+    queued(problem, cpu, minutes_ago=9)
+    mine = queued(problem, cpu, minutes_ago=1, user=ada)
+
+    data = SchemaCheckedClient().with_token(token_for(ada)).get(
+        f"/api/v1/submissions/{mine.pk}/").json()
+    assert (data["queue_position"], data["queue_estimate_s"]) == (2, 40)
