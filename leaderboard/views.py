@@ -119,7 +119,9 @@ def leaderboard_home(request):
             "thresholds": [selectors.p_label(p) for p in metrics.FAST_P_THRESHOLDS],
             "baseline": baseline,
             "live_hardware": hardware.slug if hardware else "",
-            "filtered": bool(hardware or level),
+            # New model rows arrive live for the hardware shown; a level filter keeps them out
+            # (boards.js cannot tell a row's level).
+            "filtered": bool(level),
             "fast_p_chart": svg.fast_p_chart(
                 _fast_p_series(chart_rows, name_key="model"), title=f"fast_p, {where}"
             ),

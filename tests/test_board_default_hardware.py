@@ -77,3 +77,17 @@ def test_an_asked_for_hardware_wins_over_the_default():
     make_result(problem=make_problem(1, 1), hardware=gpu,
                 model=Model.objects.create(litellm_name="x/y", display_name="Y"), ms=1.0)
     assert chosen(Client().get("/leaderboard/?hardware=cpu").content.decode()) == "cpu"
+
+
+def test_new_model_rows_still_arrive_live_on_the_default_hardware_but_not_under_a_level():
+    hardware_register(slug="cpu", name="CPU", kind="cpu")
+
+    def live(path: str) -> tuple[str, str]:
+        marker = Client().get(path).content.decode().split('id="leaderboard-live"')[1]
+        marker = marker.split(">")[0]
+        return (marker.split('data-hardware="')[1].split('"')[0],
+                marker.split('data-filtered="')[1].split('"')[0])
+
+    # boards.js adds a new row for the hardware shown unless a level filter is on.
+    assert live("/leaderboard/") == ("cpu", "")
+    assert live("/leaderboard/?level=1") == ("cpu", "1")

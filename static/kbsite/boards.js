@@ -160,8 +160,11 @@
         upsert(document.getElementById("records-table"), m.record, "top", 20);
       }
       if (mine && eager) {
+        // A new row is added only where it belongs: the hardware shown (or every hardware),
+        // and no level filter; a row already shown is always replaced.
+        var adds = !filtered && (!hardware || hardware === m.hardware);
         (m.model_rows || []).forEach(function (row) {
-          upsert(document.getElementById("models-table"), row, filtered ? null : "bottom");
+          upsert(document.getElementById("models-table"), row, adds ? "bottom" : null);
         });
       }
     }, function () {});
