@@ -156,7 +156,7 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
         details = _sandboxed(decision, env, [ncu_real, "--import", f"{report}.ncu-rep",
                                              "--page", "details"], deadline)
         version = _sandboxed(decision, env, [ncu_real, "--version"], deadline)
-        data = rep.read_bytes()[: REPORT_LIMIT + 1] if rep.stat().st_size <= REPORT_LIMIT else b""
+        data = rep.read_bytes() if rep.stat().st_size <= REPORT_LIMIT else b""
         kernels = parse_raw_csv(raw["out"])
         return {
             "status": "done",
