@@ -20,6 +20,7 @@ from evaluation import leases
 from evaluation.harness import sandbox
 from evaluation.harness.types import Job, Result
 from evaluation.models import Hardware
+from gpu_runner.sharing import sharing_fields
 from problems.baselines import baseline_record
 from problems.models import Baseline, Problem, Validation
 
@@ -47,6 +48,7 @@ def validation_job(validation: Validation, *, seed: int) -> Job:
         "timing": dict(VALIDATION_TIMING),
         "build_dir": str(settings.BUILD_CACHE_DIR),
         "time_limit_s": settings.EVALUATION_TIME_LIMIT,
+        **sharing_fields(validation.hardware, validation.problem_version),
     }
 
 
@@ -266,6 +268,7 @@ def baseline_job(
         "baseline_modes": list(modes),
         "build_dir": str(settings.BUILD_CACHE_DIR),
         "time_limit_s": time_limit_s,
+        **sharing_fields(hardware, problem.current_version),
     }
 
 

@@ -20,8 +20,10 @@ from competitions.services import standings_refresh_for
 from evaluation import leases, scoring
 from evaluation.harness import sandbox
 from evaluation.harness.errors import clean_text, truncate
+from evaluation.harness.gate import DeviceGate
 from evaluation.harness.types import Job, Result
 from evaluation.models import Runner
+from gpu_runner.sharing import sharing_fields
 from kbsite.live import publish, submission_group
 from leaderboard.services import board_refresh_for, would_set_record
 from problems.models import Baseline
@@ -119,6 +121,8 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         "peak_bandwidth_gbs": hardware.peak_bandwidth_gbs,
         "peak_tflops": hardware.peak_tflops or {},
         "time_limit_s": settings.EVALUATION_TIME_LIMIT,
+        "profile_process": device != "cpu" and settings.RUNNER_PROFILE_PROCESS,
+        **sharing_fields(hardware, submission.problem_version),
     }
 
 
@@ -450,7 +454,13 @@ def ncu_report_make(*, report_id: int, runner_name: str) -> str:
     try:
         with leases.kept([report], runner_name=runner_name,
                          lease_seconds=settings.RUNNER_LEASE_SECONDS):
-            outcome = ncu.run_report(job, timeout_s=settings.EVALUATION_TIME_LIMIT)
+            # ncu replays each kernel many times: the device is this report's alone meanwhile.
+            gate = DeviceGate(job.get("gate_dir"))
+            try:
+                with gate.exclusive():
+                    outcome = ncu.run_report(job, timeout_s=settings.EVALUATION_TIME_LIMIT)
+            finally:
+                gate.close()
     except Exception as error:  # the harness itself failed: say so, keep serving
         log.exception("ncu report %s failed", report.pk)
         outcome = {"status": "failed", "message": f"the runner failed to make it: {error}"}

@@ -353,6 +353,16 @@ RUNNER_OFFLINE_AFTER_SECONDS = env_int("RUNNER_OFFLINE_AFTER_SECONDS", 30)
 RUNNER_LEASE_SECONDS = env_int("RUNNER_LEASE_SECONDS", 60)
 # A submission whose evaluation has killed this many runners is stopped with its own verdict.
 SUBMISSION_MAX_ATTEMPTS = env_int("SUBMISSION_MAX_ATTEMPTS", 3)
+# Evaluations run at once on one GPU (evaluation/harness/gate.py): their untimed phases share
+# it, each one's timed calls have it alone, and one starts only when its memory fits beside the
+# others'. 1 gives each evaluation the whole GPU. CPU slots are set with `runner --devices N`.
+RUNNER_EVALUATIONS_PER_GPU = env_int("RUNNER_EVALUATIONS_PER_GPU", 4)
+# The profiled call of a GPU evaluation in a sandboxed process of its own, whose profiler is
+# started ahead (evaluation/harness/judge.py, Profiler); off: the timed worker makes it after its
+# timing, paying the profiler's start (seconds) inside the evaluation.
+RUNNER_PROFILE_PROCESS = env_bool("RUNNER_PROFILE_PROCESS", True)
+# Where the runners of this host keep each GPU's gate (its locks and memory ledger).
+RUNNER_GATE_DIR = Path(env("RUNNER_GATE_DIR", str(VAR_DIR / "gates")))
 
 # Re-verification: a result that would set a new record on its board is held off the boards and
 # evaluated again with fresh secret seeds, on another runner where one is live, before it ranks.

@@ -16,6 +16,17 @@ runs the adversarial suite instead (issue 9): the GPU-only exploit kernels of
 gpu_kernels/exploits/, the CPU suite's kernels (tests/exploits/kernels/) on the GPU, and honest
 kernels that must pass with no flag; it prints, for each exploit class, the kernel, the verdict
 and flags it got and whether that is the expected one (results in $OUT/gpu_exploits.json).
+
+    python3 scripts/gpu_check.py --problems .kernelbench --only verdicts
+
+evaluates our own kernels of gpu_kernels/verdicts/ the same way (issue 21): level-2 library GEMMs
+with a fused Triton epilogue (correct, ranked, their own kernels' share shown), pure copy
+wrappers (never ranked above the PyTorch reference), a level-1 Triton matmul at tl.dot's default
+TF32 (incorrect, with the TF32 hint in its diagnosis) and the same with input_precision="ieee"
+(correct), and a Triton kernel that never runs (backend_not_used). It prints a table of the
+verdict, exploit flags, notes, own-kernel share, speedup and TF32 hint of each, exits non-zero
+when an expectation fails, and writes $OUT/gpu_verdicts.json. Without a GPU it says so and exits
+2; `--device cpu --smoke` runs the cases that need none through Triton's interpreter (plumbing).
 """
 
 from __future__ import annotations
@@ -128,7 +139,8 @@ def main() -> int:
     parser.add_argument("--build-dir", default=None, help="extension cache (default: a temp dir)")
     parser.add_argument("--only", default="",
                         help="run only problems whose slug contains this; `exploits`: run the "
-                             "adversarial suite only")
+                             "adversarial suite only; `verdicts`: our kernels of "
+                             "gpu_kernels/verdicts/ and the verdicts they get (issue 21)")
     parser.add_argument("--skip-faults", action="store_true")
     parser.add_argument("--faults", default=",".join(f[0] for f in FAULTS),
                         help="which fault kernels to run (comma-separated)")
@@ -144,8 +156,9 @@ def main() -> int:
         args.build_dir = tmp.name
     out_path = args.out or (Path(os.environ["OUT"]) / "gpu_check.json" if os.environ.get("OUT")
                             else None)
-    if args.only == "exploits":
-        status = exploits_check(args, out_path)
+    if args.only in ("exploits", "verdicts"):
+        check = exploits_check if args.only == "exploits" else verdicts_check
+        status = check(args, out_path)
         if tmp is not None:
             tmp.cleanup()
         return status
@@ -397,8 +410,8 @@ def peaks_for(device: str) -> dict[str, Any]:
     return {}
 
 
-def evaluate_exploit(args: argparse.Namespace, case: Exploit, peaks: dict[str, Any],
-                     **extra: Any) -> dict:
+def evaluate_exploit(args: argparse.Namespace, case: Exploit | VerdictCase,
+                     peaks: dict[str, Any], **extra: Any) -> dict:
     job = {
         "mode": "evaluate",
         "reference_source": load_problem(args.problems, case.problem, args.smoke,
@@ -513,6 +526,211 @@ def exploits_check(args: argparse.Namespace, out_path: Path | None) -> int:
             print(f"  - {f}")
         return 1
     print("\nEXPLOIT CHECK PASSED")
+    return 0
+
+
+# --- the verdicts of honest and borderline kernels (issue 21) ---------------------------------
+
+VERDICTS_DIR = KERNELS / "verdicts"
+NEVER_CALLED = EXPLOITS_DIR / "triton_never_called.py"
+# A copy wrapper that is not capped by the backend_share_small note ranks at its measured
+# speedup, which the copy makes slower than the reference; this much above 1 is timing noise.
+COPY_NOISE = 0.01
+
+# What each kind of case must get (checked by verdict_problems()).
+EXPECTED = {
+    "epilogue": "correct, ranks, own share shown",
+    "copy": "correct, ranks <= reference",
+    "tf32": "incorrect + TF32 hint",
+    "ieee": "correct, ranks",
+    "not_used": "backend_not_used exploit",
+}
+
+
+@dataclass(frozen=True)
+class VerdictCase:
+    kind: str  # a key of EXPECTED
+    problem: str
+    kernel: Path
+    backend: str = "triton"
+    gpu_only: bool = False
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+
+VERDICT_CASES = [
+    VerdictCase("epilogue", "level2/76_Gemm_Add_ReLU",
+                VERDICTS_DIR / "epilogue_gemm_add_relu.py"),
+    VerdictCase("epilogue", "level2/86_Matmul_Divide_GELU",
+                VERDICTS_DIR / "epilogue_matmul_divide_gelu.py"),
+    VerdictCase("epilogue", "level2/99_Matmul_GELU_Softmax",
+                VERDICTS_DIR / "epilogue_matmul_gelu_softmax.py"),
+    VerdictCase("copy", "level2/76_Gemm_Add_ReLU", VERDICTS_DIR / "copy_gemm_add_relu.py"),
+    VerdictCase("copy", "level2/18_Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp",
+                VERDICTS_DIR / "copy_matmul_sum_lse.py"),
+    # Triton's interpreter has no TF32: on the CPU the default-precision kernel is exact.
+    VerdictCase("tf32", MATMUL, VERDICTS_DIR / "matmul_tf32.py", gpu_only=True),
+    VerdictCase("ieee", MATMUL, VERDICTS_DIR / "matmul_ieee.py"),
+    VerdictCase("not_used", GELU, NEVER_CALLED),
+]
+
+
+def _scoring_row(res: dict) -> dict[str, Any]:
+    """The result as evaluation/scoring.py reads an evaluation (no stored baselines)."""
+    cand, ref = res.get("candidate") or {}, res.get("reference") or {}
+    return {"verdict": res.get("verdict"), "correct": bool(res.get("correct")),
+            "flags": list(res.get("flags") or []), "trials": res.get("trials") or [],
+            "candidate_median_ms": cand.get("median_ms"),
+            "reference_median_ms": ref.get("median_ms"), "speedup": res.get("speedup"),
+            "speedup_eager": None, "speedup_compile": None}
+
+
+def tf32_hint(res: dict) -> tuple[bool, str | None, str | None]:
+    """(the TF32 hint is in a failed trial's diagnosis, that hint, how it matched)."""
+    for trial in res.get("trials") or []:
+        diagnosis = trial.get("diagnosis") if isinstance(trial, dict) else None
+        if isinstance(diagnosis, dict) and diagnosis.get("hint"):
+            hint = str(diagnosis["hint"])
+            return ("TF32" in hint and 'input_precision="ieee"' in hint, hint,
+                    diagnosis.get("precision_match_by"))
+    return False, None, None
+
+
+def verdict_problems(case: VerdictCase, res: dict) -> list[str]:
+    """What differs from the case's expectation (empty: as expected)."""
+    from evaluation import scoring
+
+    row = _scoring_row(res)
+    verdict, flags = res.get("verdict"), row["flags"]
+    exploit_flags = scoring.exploits(row)
+    backend = (res.get("checks") or {}).get("backend") or {}
+    out: list[str] = []
+    if case.kind in ("epilogue", "copy", "ieee"):
+        if verdict != "correct":
+            out.append(f"verdict {verdict}, expected correct")
+        if exploit_flags:
+            out.append(f"exploit flags {exploit_flags}")
+        if not scoring.ranks(row):
+            out.append("does not rank")
+    if case.kind in ("epilogue", "copy") and (backend.get("not_used")
+                                              or not backend.get("own_calls")):
+        out.append("its own kernels did not run (per the profile)")
+    if case.kind == "epilogue" and backend.get("share") is None:
+        out.append("no own-kernel share measured")
+    if case.kind == "copy" and scoring.ranks(row):
+        ranked = scoring.standing(row)["speedup"]
+        limit = 1.0 if scoring.capped(row) else 1.0 + COPY_NOISE
+        if ranked is None or ranked > limit:
+            out.append(f"ranks at speedup {ranked}, above the reference (limit {limit})")
+    if case.kind == "tf32":
+        if verdict != "incorrect":
+            out.append(f"verdict {verdict}, expected incorrect")
+        if not tf32_hint(res)[0]:
+            out.append(f"no TF32 hint (hint: {tf32_hint(res)[1]})")
+    if case.kind == "not_used":
+        if "backend_not_used" not in flags:
+            out.append(f"no backend_not_used flag (verdict {verdict}, flags {flags})")
+        if scoring.ranks(row):
+            out.append("ranks")
+    return out
+
+
+def _share_words(res: dict) -> str:
+    backend = (res.get("checks") or {}).get("backend") or {}
+    if backend.get("share") is None:
+        return "-"
+    share = float(backend["share"])
+    basis = "dev" if backend.get("basis") == "device time" else "host"
+    return f"{share:.2%} {basis}" if share >= 0.0001 or share == 0 else f"{share:.1e} {basis}"
+
+
+def verdicts_check(args: argparse.Namespace, out_path: Path | None) -> int:
+    from evaluation import scoring
+    from evaluation.harness import flags as flag_kinds
+
+    if args.device != "cpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("verdicts: needs CUDA (no GPU here); `--device cpu --smoke` runs the cases "
+                  "that need none through Triton's interpreter")
+            return 2
+    cases = [c for c in VERDICT_CASES if args.device != "cpu" or not c.gpu_only]
+    skipped = [c for c in VERDICT_CASES if c not in cases]
+    peaks = peaks_for(args.device)
+    print(f"verdicts: {len(cases)} kernels on {args.device}"
+          f"{f' ({len(skipped)} need CUDA, skipped)' if skipped else ''}; "
+          f"peaks {peaks or 'none'}", flush=True)
+    if args.device != "cpu":
+        pool.enable()
+    rows, failures, records = [], [], []
+    for case in cases:
+        res = evaluate_exploit(args, case, peaks)
+        problems = verdict_problems(case, res)
+        flags = list(res.get("flags") or [])
+        row = _scoring_row(res)
+        ranked = scoring.standing(row)["speedup"] if scoring.ranks(row) else None
+        hint_ok, hint, matched_by = tf32_hint(res)
+        backend = (res.get("checks") or {}).get("backend") or {}
+        kernel = str(case.kernel.relative_to(REPO))
+        for p in problems:
+            failures.append(f"{kernel} ({case.problem}): {p}")
+        print(f"  {kernel}: {res['verdict']} flags {flag_kinds.exploits(flags) or '-'} notes "
+              f"{flag_kinds.notes(flags) or '-'} share {_share_words(res)} speedup "
+              f"{res.get('speedup')} ({'ok' if not problems else 'UNEXPECTED'}, "
+              f"{res['wall_s']:.1f} s) {short(res)[:80]}", flush=True)
+        if hint:
+            print(f"    hint ({matched_by}): {hint[:160]}", flush=True)
+        rows.append((case, res, ranked, hint_ok, problems))
+        records.append({
+            "kind": case.kind, "kernel": kernel, "problem": case.problem,
+            "backend": case.backend, "expected": EXPECTED[case.kind],
+            "verdict": res["verdict"], "flags": flag_kinds.exploits(flags),
+            "notes": flag_kinds.described_notes(flags, res.get("checks")),
+            "share": backend.get("share"), "share_basis": backend.get("basis"),
+            "share_text": flag_kinds.backend_share_text(backend),
+            "own_calls": backend.get("own_calls"), "top_kernels": backend.get("top_kernels"),
+            "speedup": res.get("speedup"), "ranked_speedup": ranked,
+            "ranks": scoring.ranks(row), "capped": scoring.capped(row),
+            "tf32_hint": hint_ok, "hint": hint, "hint_matched_by": matched_by,
+            "candidate": res.get("candidate"), "reference": res.get("reference"),
+            "error": res.get("error"), "trials": res.get("trials"),
+            "ok": not problems, "problems": problems,
+        })
+    print()
+    head = (f"{'kernel':30} {'problem':30} {'expected':32} {'verdict':10} {'flags':17} "
+            f"{'notes':19} {'share':>12} {'speedup':>8} {'ranked':>7} {'TF32':5} ok")
+    print(head)
+    print("-" * len(head))
+    for case, res, ranked, hint_ok, problems in rows:
+        flags = list(res.get("flags") or [])
+        kernel = case.kernel.stem if case.kernel.parent == VERDICTS_DIR else \
+            str(case.kernel.relative_to(KERNELS))
+        speed = f"{res['speedup']:.3f}" if res.get("speedup") else "-"
+        rank = f"{ranked:.3f}" if ranked is not None else "-"
+        tf32 = ("yes" if hint_ok else "no") if case.kind in ("tf32", "ieee") else "-"
+        print(f"{kernel[:30]:30} {case.problem.split('/')[-1][:30]:30} "
+              f"{EXPECTED[case.kind]:32} {res['verdict'][:10]:10} "
+              f"{(','.join(flag_kinds.exploits(flags)) or '-')[:17]:17} "
+              f"{(','.join(flag_kinds.notes(flags)) or '-')[:19]:19} {_share_words(res):>12} "
+              f"{speed:>8} {rank:>7} {tf32:5} {'yes' if not problems else 'NO'}")
+    for case in skipped:
+        print(f"{case.kernel.stem[:30]:30} {case.problem.split('/')[-1][:30]:30} "
+              f"{EXPECTED[case.kind]:32} skipped: needs CUDA")
+    if out_path:
+        path = out_path.with_name("gpu_verdicts.json") if out_path.name == "gpu_check.json" \
+            else out_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"cases": records, "copy_noise": COPY_NOISE,
+                                    "skipped": [str(c.kernel.relative_to(REPO))
+                                                for c in skipped]},
+                                   indent=1, default=str))
+        print(f"results: {path}")
+    if failures:
+        print("\nVERDICT CHECK FAILED:")
+        for f in failures:
+            print(f"  - {f}")
+        return 1
+    print("\nVERDICT CHECK PASSED")
     return 0
 
 

@@ -5,12 +5,30 @@
 #   scripts/gpu_check.sh [SECTION ...]
 #
 # Sections: harness exploits tests runner sandbox (the default: all five), and the longer ones
-# named alone: profile (scripts/profile_check.py), cost (bench/sandbox_cost.py: the sandbox's start-up and whole evaluations of
-# 19_ReLU with it off and on, side by side), speed (bench/eval_speed.py, after and before; with two GPUs side by side, the before
-# on GPU 1 while the sections named after it run on GPU 0; with one, the before of 19_ReLU
-# alone after the after; SPEED_AFTER=0, BEFORE_ONLY and BEFORE_REPEATS narrow it), drain (40
-# level 1 evaluations on every GPU, then on GPU 0 alone), curation (validation and eager baselines of levels 1 and 2, one
-# shard per GPU; the site's database comes back as $OUT/curation.sqlite3).
+# named alone: sharing (bench/gpu_sharing.py: evaluations per GPU-hour and warm latency with one
+# evaluation per GPU and with several sharing it, and the timing proof), verdicts
+# (scripts/gpu_check.py --only verdicts: our kernels of gpu_kernels/verdicts/,
+# level-2 library GEMMs with a fused Triton epilogue, pure copy wrappers, a level-1 Triton matmul
+# in TF32 and in IEEE fp32, a Triton kernel never launched, and the verdict, flags, notes,
+# own-kernel share, speedup and TF32 hint each gets; issue 21), profile
+# (scripts/profile_check.py), cost (bench/sandbox_cost.py: the sandbox's start-up and whole
+# evaluations of 19_ReLU with it off and on, side by side), speed (bench/eval_speed.py, after and
+# before; with two GPUs side by side, the before on GPU 1 while the sections named after it run on
+# GPU 0; with one, the before of 19_ReLU alone after the after; SPEED_AFTER=0, BEFORE_ONLY and
+# BEFORE_REPEATS narrow it), drain (40 level 1 evaluations on every GPU, then on GPU 0 alone),
+# curation (scripts/gpu_curation.sh: validation and baselines, one shard per GPU; by default
+# levels 1 and 2, eager; the site's database comes back as $OUT/curation.sqlite3 and
+# CURATION_DB=that file resumes from it). Its environment (the script's header lists it all):
+# CURATION_LEVELS, CURATION_MODES, CURATION_STEPS (validate, baselines), VALIDATE_TIMEOUT,
+# BASELINES_TIMEOUT, VALIDATE_BATCH, BASELINES_BATCH, COMPILE_AHEAD. Level 3, eager and compile:
+#
+#   CURATION_LEVELS=3 CURATION_MODES=eager,compile scripts/gpu_check.sh curation
+#
+# or split to fit a time limit, each call resuming from the last one's database, e.g.
+#
+#   CURATION_LEVELS=3 CURATION_STEPS=validate VALIDATE_BATCH=5 scripts/gpu_check.sh curation
+#   CURATION_DB=curation.sqlite3 CURATION_LEVELS=3 CURATION_STEPS=baselines \
+#       CURATION_MODES=eager,compile BASELINES_BATCH=1 scripts/gpu_check.sh curation
 #
 # Needs, next to the code: .whl/ (scripts/fetch_gpu_wheels.sh) and .kernelbench/ (a copy of the
 # KernelBench problem folder). Writes logs to $OUT when set (the device tool's output folder).
@@ -37,6 +55,12 @@ for section in $sections; do
     case $section in
         harness) python3 scripts/gpu_check.py --problems "$KB" 2>&1 | tee "$OUT/harness.log" ;;
         exploits) python3 scripts/gpu_check.py --problems "$KB" --only exploits 2>&1 | tee "$OUT/exploits.log" ;;
+        verdicts) python3 scripts/gpu_check.py --problems "$KB" --only verdicts 2>&1 | tee "$OUT/verdicts.log" ;;
+        # One GPU shared by several evaluations (issue 22): the level 1 mix drained before and
+        # after, side by side, on GPU 0 (bench/gpu_sharing.py; SHARING_COPIES, SHARING_ONLY).
+        sharing) python3 bench/gpu_sharing.py --kernelbench "$KB" --copies "${SHARING_COPIES:-5}" \
+                     ${SHARING_ONLY:+--only "$SHARING_ONLY"} --json "$OUT/sharing.json" 2>&1 \
+                     | tee "$OUT/sharing.log" ;;
         # Only the files with gpu tests: the others import what this host lacks (daphne).
         tests) python3 -m pytest -q -m gpu -p no:cacheprovider $(grep -rl --include='*.py' "mark.gpu" tests) \
                    2>&1 | tail -40 | tee "$OUT/tests.log" ;;

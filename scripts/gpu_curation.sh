@@ -1,14 +1,30 @@
 #!/usr/bin/env bash
-# Validation and baselines of KernelBench levels 1 and 2 on this host's GPUs, one shard per GPU
-# (issue 4's run on an H200 host). Called by scripts/gpu_check.sh curation; alone:
+# Validation and baselines of KernelBench levels (default 1 and 2) on this host's GPUs, one shard
+# per GPU (issue 4's run on an H200 host; level 3: issue 21). Called by scripts/gpu_check.sh
+# curation; alone:
 #
 #   scripts/gpu_curation.sh KERNELBENCH_FOLDER OUT_FOLDER
 #
 # The site is a throwaway SQLite database. A database carried from an earlier run
 # (CURATION_DB=path) is started from, and only what it lacks is done (--missing-only), so a run
 # cut short by the device's time limit resumes where it stopped. The database comes back as
-# OUT_FOLDER/curation.sqlite3. CURATION_MODES picks the baselines (default: eager); with compile,
-# each shard builds COMPILE_AHEAD (default 4) problems' graphs at a time before timing them.
+# OUT_FOLDER/curation.sqlite3 (also when a step's timeout stopped it, but not when the script
+# itself is killed: keep the timeouts below the caller's limit).
+#
+# Environment:
+#   CURATION_LEVELS    the levels, space- or comma-separated (default "1 2"), for the import, the
+#                      validation and the baselines
+#   CURATION_STEPS     which steps run: validate and/or baselines (default both), to split a long
+#                      run over several calls
+#   CURATION_MODES     the baselines: eager, compile or eager,compile (default eager); with
+#                      compile, each shard first builds COMPILE_AHEAD (default 4; 0: off) problems'
+#                      graphs at a time, then times them
+#   VALIDATE_BATCH, BASELINES_BATCH   problems per sandboxed process (default 25 and 10); what a
+#                      batch has not finished when its step's timeout ends it is lost, so use
+#                      small batches where each problem is slow (level 3)
+#   VALIDATE_TIMEOUT, BASELINES_TIMEOUT   seconds per step (default 400 each)
+#   BUILD_CACHE_DIR    the build cache (default /tmp/kb-builds): compiled graphs kept there are
+#                      found again by a later run on the same host
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KB=${1:?the KernelBench folder}
@@ -17,12 +33,32 @@ VAR=$(mktemp -d)
 export SECRET_KEY=${SECRET_KEY:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')}
 export KBSITE_VAR_DIR=$VAR DJANGO_SETTINGS_MODULE=kbsite.settings LOG_LEVEL=WARNING PYTHONUNBUFFERED=1
 export BUILD_CACHE_DIR=${BUILD_CACHE_DIR:-/tmp/kb-builds}
+LEVELS=${CURATION_LEVELS:-1 2}
+LEVELS=${LEVELS//,/ }
+STEPS=${CURATION_STEPS:-validate baselines}
+STEPS=${STEPS//,/ }
+MODES=${CURATION_MODES:-eager}
+MODES=${MODES// /,}
+levels=()
+for level in $LEVELS; do
+    case $level in
+        [1-4]) levels+=(--level "$level") ;;
+        *) echo "CURATION_LEVELS: not a level: $level"; exit 2 ;;
+    esac
+done
+for step in $STEPS; do
+    case $step in
+        validate|baselines) ;;
+        *) echo "CURATION_STEPS: not a step: $step (validate, baselines)"; exit 2 ;;
+    esac
+done
+echo "curation: levels $LEVELS; steps $STEPS; baselines $MODES${CURATION_DB:+; from $CURATION_DB}"
 [ -n "${CURATION_DB:-}" ] && cp "$CURATION_DB" "$VAR/db.sqlite3"
 # Whatever happens below, the database comes back.
 trap 'cp "$VAR/db.sqlite3" "$OUT/curation.sqlite3"' EXIT
 
 python3 manage.py migrate -v0 || exit 1
-python3 manage.py import_kernelbench "$KB" --level 1 --level 2 || exit 1
+python3 manage.py import_kernelbench "$KB" "${levels[@]}" || exit 1
 # Registered once here, so that the shards below do not race to create it.
 python3 -c '
 import django; django.setup()
@@ -39,19 +75,51 @@ each() {  # each GPU runs one shard of the command; their outputs go to $OUT/NAM
         pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid"; done
-    cat "$OUT/$name"-*.log | grep -E "^(validated|measured|nothing)" || true
+    cat "$OUT/$name"-*.log | grep -E "^(validated|measured|nothing|compiled ahead)" || true
 }
 
-start=$(date +%s)
-each validate timeout "${VALIDATE_TIMEOUT:-400}" python3 manage.py validate_problems \
-    --hardware h200 --level 1 --level 2 --here --batch 25 --missing-only
-echo "validation: $(($(date +%s) - start)) s on $gpus GPU(s)"
-python3 manage.py validate_problems --hardware h200 --level 1 --level 2 --report \
+if [[ " $STEPS " == *" validate "* ]]; then
+    start=$(date +%s)
+    each validate timeout "${VALIDATE_TIMEOUT:-400}" python3 manage.py validate_problems \
+        --hardware h200 "${levels[@]}" --here --batch "${VALIDATE_BATCH:-25}" --missing-only
+    echo "validation: $(($(date +%s) - start)) s on $gpus GPU(s)"
+fi
+# The report covers every selected problem, validated in this run or an earlier one.
+python3 manage.py validate_problems --hardware h200 "${levels[@]}" --report \
     >"$OUT/validation_report.txt" 2>&1
 grep -v ": passed" "$OUT/validation_report.txt" | head -80
 
-start=$(date +%s)
-each baselines timeout "${BASELINES_TIMEOUT:-400}" python3 manage.py baselines \
-    --hardware h200 --level 1 --level 2 --modes "${CURATION_MODES:-eager}" \
-    --include-unpublished --missing-only --compile-ahead "${COMPILE_AHEAD:-4}"
-echo "baselines (${CURATION_MODES:-eager}): $(($(date +%s) - start)) s on $gpus GPU(s)"
+if [[ " $STEPS " == *" baselines "* ]]; then
+    start=$(date +%s)
+    each baselines timeout "${BASELINES_TIMEOUT:-400}" python3 manage.py baselines \
+        --hardware h200 "${levels[@]}" --modes "$MODES" --batch "${BASELINES_BATCH:-10}" \
+        --include-unpublished --missing-only --compile-ahead "${COMPILE_AHEAD:-4}"
+    echo "baselines ($MODES): $(($(date +%s) - start)) s on $gpus GPU(s)"
+fi
+# What the database holds now for the selected levels (this run and the ones before it): the
+# figures for the note.
+LEVELS=$LEVELS python3 -c '
+import os
+from collections import Counter
+
+import django
+
+django.setup()
+from problems.models import Baseline, Problem, Validation
+
+for level in os.environ["LEVELS"].split():
+    problems = Problem.objects.filter(level=int(level), current_version__isnull=False)
+    versions = list(problems.values_list("current_version_id", flat=True))
+    latest = {}
+    for version, status in Validation.objects.filter(
+            hardware__slug="h200", problem_version_id__in=versions).order_by("id").values_list(
+            "problem_version_id", "status"):
+        latest[version] = status
+    measured = Baseline.objects.filter(hardware__slug="h200", source="measured",
+                                       problem_version_id__in=versions)
+    eager, compiled = (len(set(measured.filter(mode=m).values_list("problem_version_id",
+                                                                   flat=True)))
+                       for m in ("eager", "compile"))
+    print(f"level {level}: {len(versions)} problems; validated {len(latest)} "
+          f"{dict(Counter(latest.values()))}; baselines: eager {eager}, compile {compiled}")
+' || true

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .verdicts import HARNESS_VERDICTS
 
 # Bumped whenever a change can alter a verdict or a timing; stored with every evaluation.
-EVALUATOR_VERSION = "kbsite-harness 0.4.0"
+EVALUATOR_VERSION = "kbsite-harness 0.5.0"
 
 # What the harness may return (evaluation/harness/verdicts.py lists every verdict).
 VERDICTS = HARNESS_VERDICTS

@@ -113,6 +113,15 @@ def normalize_job(job: Job) -> Job:
     out["log_limit"] = int(out.get("log_limit") or DEFAULT_LOG_LIMIT)
     # Set to False to skip timing (correctness only), e.g. for quick checks.
     out.setdefault("measure", True)
+    # A device shared by several evaluations (gate.py): the runner names its gate folder, the
+    # memory this evaluation is expected to need and the device's; without them, no sharing.
+    out["gate_dir"] = str(out["gate_dir"]) if out.get("gate_dir") else None
+    out["memory_need_bytes"] = max(0, int(out.get("memory_need_bytes") or 0))
+    out["device_memory_bytes"] = max(0, int(out.get("device_memory_bytes") or 0))
+    # The profiled call in a process of its own (judge.Profiler): on a GPU by default, where
+    # starting the profiler costs seconds; on the CPU the timed worker makes it (no CUPTI).
+    value = out.get("profile_process")
+    out["profile_process"] = (out["device"] != "cpu") if value is None else bool(value)
     return out
 
 

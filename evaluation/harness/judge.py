@@ -31,6 +31,7 @@ from typing import Any
 
 from . import EVALUATOR_VERSION
 from .errors import short_message, signal_name, unavailable_reason
+from .gate import DeviceGate
 from .process import LogCapture, apply_limits, resolve_limits
 
 REFERENCE_MODULE = "kb_reference"
@@ -185,6 +186,39 @@ class WorkerHandle:
         return {"stdout": self.stdout.text(), "stderr": self.stderr.text()}
 
 
+class Profiler:
+    """A second sandboxed worker of the candidate's, for the profiled call on a GPU.
+
+    The first device-profiler session of a process takes seconds (CUPTI), and a process that
+    has run one launches small kernels slower, so the timed worker never profiles. This one is
+    started with the evaluation (ahead of it with a spare judge, pool.py) and starts its
+    profiler at once; it loads the candidate from the build folder once the timed worker has
+    built it, while the trials run; after the timing it makes the profiled calls, candidate
+    then reference, on the first timing set. Its replies are collected in order when needed.
+    What it reports is evidence, like the timed worker's, never a timing."""
+
+    def __init__(self, handle: WorkerHandle, *, warm_posted: bool):
+        self.handle = handle
+        handle.channel.note_as = "transfer_profiler"  # the timed worker's figures stay whole
+        self.pending: list[str] = ["ready"] + (["warm"] if warm_posted else [])
+        if not warm_posted:
+            self.post({"cmd": "profiler_warm"}, what="warm")
+        self.replies: dict[str, dict] = {}
+
+    def post(self, header: dict, value: Any = None, *, what: str) -> None:
+        self.handle.post(header, value, phase="profiling")
+        self.pending.append(what)
+
+    def collect(self, deadline: float) -> dict[str, dict]:
+        while self.pending:
+            what = self.pending.pop(0)
+            reply, _ = self.handle.request(None, deadline=deadline, phase="profiling")
+            self.replies[what] = reply
+            if what == "load":
+                self.handle.channel.release()
+        return self.replies
+
+
 def _summary(stats: dict | None) -> dict | None:
     from .timing import summarize
 
@@ -232,7 +266,16 @@ class Judge:
             "checks": {},
         }
         self.worker: WorkerHandle | None = None
+        self.profiler: Profiler | None = None
         self.checks: dict[str, Any] = self.result["checks"]
+        self.gate = DeviceGate(job.get("gate_dir"), sync=self._synchronize,
+                               deadline=self.deadline)
+
+    def _synchronize(self) -> None:
+        if self.device != "cpu":
+            import torch
+
+            torch.cuda.synchronize(torch.device(self.device))
 
     def phase(self, name: str) -> None:
         self.events.emit({"type": "phase", "phase": name})
@@ -264,7 +307,11 @@ class Judge:
     def evaluate(self) -> dict:
         job = self.job
         try:
-            self._evaluate()
+            try:
+                self._evaluate()
+            except TimeoutError:  # the device's gate, held by another evaluation (gate.py)
+                raise Verdict("timeout", "the time limit was reached waiting for the device, "
+                                         "which other evaluations held") from None
         except Verdict as v:
             self.result["verdict"] = v.verdict
             self.result["error"] = v.error
@@ -274,10 +321,16 @@ class Judge:
                 else:
                     self.result.setdefault("details", {})[key] = value
         finally:
+            if self.gate.active:
+                self.result["phases"]["gate_wait"] = self.gate.waited_s
+            self.gate.close()
+            if self.profiler is not None:
+                self.profiler.handle.kill()  # it may still be starting its profiler: no wait
             if self.worker is not None:
                 self.worker.close()
                 self.result["logs"] = self.worker.logs()
-                self.result["pids"] = sorted(self.worker.pids)
+                self.result["pids"] = sorted(self.worker.pids | (
+                    self.profiler.handle.pids if self.profiler is not None else set()))
         self.result["mode"] = job.get("mode", "evaluate")
         self.result["correct"] = self.result["verdict"] == "correct"
         self.result["backend"] = job["backend"]
@@ -306,6 +359,12 @@ class Judge:
         self._static_report()
         # Start the worker first: its interpreter start and torch import overlap ours.
         self.worker = WorkerHandle(device, job["limits"], job["log_limit"], self.workdir / "worker")
+        if job.get("profile_process") and job.get("mode") != "compile" and job.get("measure",
+                                                                                  True):
+            handle = WorkerHandle(device, job["limits"], job["log_limit"],
+                                  self.workdir / "profiler")
+            self.profiler = Profiler(handle, warm_posted=bool(
+                getattr(handle, "profiler_warm_posted", False)))
 
         import torch
 
@@ -360,12 +419,10 @@ class Judge:
         # Compile / load the candidate (the worker does it while we build the reference).
         self.phase("compiling")
         t0 = time.perf_counter()
-        self.worker.post(
-            {"cmd": "load", "source": job["candidate_source"], "backend": job["backend"],
-             "precision": precision, "init_seed": seeds["init"],
-             "build_dir": self.worker.build_dir if self.worker.jailed else job["build_dir"]},
-            init_inputs, phase="compile",
-        )
+        load = {"cmd": "load", "source": job["candidate_source"], "backend": job["backend"],
+                "precision": precision, "init_seed": seeds["init"],
+                "build_dir": self.worker.build_dir if self.worker.jailed else job["build_dir"]}
+        self.worker.post(load, init_inputs, phase="compile")
         try:
             ref_model = build_model(reference.Model, init_inputs, seeds["init"], device, precision)
         except Exception as exc:
@@ -373,9 +430,10 @@ class Judge:
                           f"{short_message(exc)}") from None
         if job.get("mode") != "compile":
             t_prep = time.perf_counter()
-            self._prepare_checks(reference, ref_model, seeds)
-            self._note_memory("checks prepared")
-            self._release_cached_memory()
+            with self.gate.shared():
+                self._prepare_checks(reference, ref_model, seeds)
+                self._note_memory("checks prepared")
+                self._release_cached_memory()
             self.add_phase_time("checks", time.perf_counter() - t_prep)
         reply, _ = self.worker.request(None, deadline=self.deadline, phase="compile")
         self.worker.channel.release()
@@ -388,6 +446,9 @@ class Judge:
         }
         if not reply.get("ok"):
             raise self._failure(reply)
+        if self.profiler is not None:
+            # Built now: the profiling process loads it from the build folder meanwhile.
+            self.profiler.post(load, init_inputs, what="load")
 
         if job.get("mode") == "compile":
             # Build (and cache) only: lets a runner compile ahead on CPU cores while the GPU
@@ -408,65 +469,66 @@ class Judge:
         left_running = exploits.LeftRunning()
         earlier_expected: list[Any] = []
         for k in range(1, n + 1):
-            self.events.emit({"type": "trial", "k": k, "n": n})
-            t0 = time.perf_counter()
-            inputs = make_inputs(reference, seeds["trials"][k - 1], device, precision)
-            self.add_phase_time("inputs", time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            header = {"cmd": "run", "k": k,
-                      "poison": {"pattern": pattern, "nbytes": self.checks.get("output_nbytes",
-                                                                               [])}}
-            reply, outputs = self.worker.request(header, inputs, deadline=self.deadline,
-                                                 phase=f"trial {k}")
-            self._note_memory(f"trial {k}", reply.get("memory_gb"))
-            if not reply.get("ok"):
+            with self.gate.shared():  # one step: the call, the reference, the check
+                self.events.emit({"type": "trial", "k": k, "n": n})
+                t0 = time.perf_counter()
+                inputs = make_inputs(reference, seeds["trials"][k - 1], device, precision)
+                self.add_phase_time("inputs", time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                header = {"cmd": "run", "k": k,
+                          "poison": {"pattern": pattern, "nbytes": self.checks.get("output_nbytes",
+                                                                                   [])}}
+                reply, outputs = self.worker.request(header, inputs, deadline=self.deadline,
+                                                     phase=f"trial {k}")
+                self._note_memory(f"trial {k}", reply.get("memory_gb"))
+                if not reply.get("ok"):
+                    self.add_phase_time("correctness", time.perf_counter() - t0)
+                    self.result["trials"].append({"k": k, "passed": False,
+                                                  "error": reply.get("error", "")})
+                    raise self._failure(reply)
+                worker_flags = [f for f in reply.get("flags", []) if isinstance(f, str)][:10]
+                probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
+                flags, details = exploits.trial_flags(probe)
+                more, more_details = left_running.check(probe, k)
+                flags += [f for f in more if f not in flags]
+                details.update(more_details)
+                # Memory the kernel never wrote shows the judge's pattern. Mostly unwritten: the
+                # output is freed memory handed back (an exploit); a few elements: a bug, which
+                # the comparison below reports as incorrect.
+                stale = exploits.count_poison(outputs, pattern)
+                if stale and 2 * stale >= exploits.checked_elements(outputs):
+                    flags.append("stale_memory_output")
+                    details["stale_elements"] = stale
+                # Expected outputs only now, after the candidate has produced its own.
+                with torch.no_grad():
+                    expected = ref_model(*inputs)
+                trial = self._compare(k, expected, outputs)
+                if stale:
+                    trial["unwritten_elements"] = stale
+                if trial["passed"] and k == 1 and precision == "fp32":
+                    evidence = exploits.precision_evidence(ref_model, inputs, expected, outputs)
+                    self.checks["precision"] = evidence
+                    if evidence.get("downgrade"):
+                        flags.append("precision_downgrade")
+                if not trial["passed"]:
+                    flags += self._name_a_wrong_output(reference, ref_model, earlier_expected,
+                                                       outputs)
+                    trial["diagnosis"] = self._diagnose(ref_model, inputs, expected, outputs)
+                trial["flags"] = worker_flags + [f for f in flags if f not in worker_flags]
+                self.result["trials"].append(trial)
+                self.events.emit({"type": "trial_result", "k": k, "n": n, "passed": trial["passed"],
+                                  "max_abs_diff": trial["max_abs_diff"]})
+                if exploits.nbytes(earlier_expected, expected) <= exploits.KEEP_EXPECTED_BYTES:
+                    earlier_expected.append(expected)  # a cache keyed on addresses hits later
+                del expected, outputs, inputs
+                self._release_cached_memory()
                 self.add_phase_time("correctness", time.perf_counter() - t0)
-                self.result["trials"].append({"k": k, "passed": False,
-                                              "error": reply.get("error", "")})
-                raise self._failure(reply)
-            worker_flags = [f for f in reply.get("flags", []) if isinstance(f, str)][:10]
-            probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
-            flags, details = exploits.trial_flags(probe)
-            more, more_details = left_running.check(probe, k)
-            flags += [f for f in more if f not in flags]
-            details.update(more_details)
-            # Memory the kernel never wrote shows the judge's pattern. Mostly unwritten: the
-            # output is freed memory handed back (an exploit); a few elements: a bug, which
-            # the comparison below reports as incorrect.
-            stale = exploits.count_poison(outputs, pattern)
-            if stale and 2 * stale >= exploits.checked_elements(outputs):
-                flags.append("stale_memory_output")
-                details["stale_elements"] = stale
-            # Expected outputs only now, after the candidate has produced its own.
-            with torch.no_grad():
-                expected = ref_model(*inputs)
-            trial = self._compare(k, expected, outputs)
-            if stale:
-                trial["unwritten_elements"] = stale
-            if trial["passed"] and k == 1 and precision == "fp32":
-                evidence = exploits.precision_evidence(ref_model, inputs, expected, outputs)
-                self.checks["precision"] = evidence
-                if evidence.get("downgrade"):
-                    flags.append("precision_downgrade")
-            if not trial["passed"]:
-                flags += self._name_a_wrong_output(reference, ref_model, earlier_expected,
-                                                   outputs)
-                trial["diagnosis"] = self._diagnose(ref_model, inputs, expected, outputs)
-            trial["flags"] = worker_flags + [f for f in flags if f not in worker_flags]
-            self.result["trials"].append(trial)
-            self.events.emit({"type": "trial_result", "k": k, "n": n, "passed": trial["passed"],
-                              "max_abs_diff": trial["max_abs_diff"]})
-            if exploits.nbytes(earlier_expected, expected) <= exploits.KEEP_EXPECTED_BYTES:
-                earlier_expected.append(expected)  # a cache keyed on addresses hits later
-            del expected, outputs, inputs
-            self._release_cached_memory()
-            self.add_phase_time("correctness", time.perf_counter() - t0)
-            for f in worker_flags:
-                self.flag(f)
-            self.flag_all(flags, details)
-            self.reject_if_needed(trial["flags"], f"trial {k}")
-            if not trial["passed"]:
-                raise Verdict("incorrect", f"trial {k}: {trial.get('reason', 'mismatch')}")
+                for f in worker_flags:
+                    self.flag(f)
+                self.flag_all(flags, details)
+                self.reject_if_needed(trial["flags"], f"trial {k}")
+                if not trial["passed"]:
+                    raise Verdict("incorrect", f"trial {k}: {trial.get('reason', 'mismatch')}")
         del earlier_expected
 
         if not job.get("measure", True):
@@ -477,23 +539,26 @@ class Judge:
         # Timing: same function, same input sets, same device, candidate then reference.
         self.phase("timing")
         t0 = time.perf_counter()
-        sets = [make_inputs(reference, seeds["timing"][0], device, precision)]
+        with self.gate.shared():
+            sets = [make_inputs(reference, seeds["timing"][0], device, precision)]
         # Sets of several GB each would not fit three times over (ours, the transfer box, the
-        # worker's copies); one that large is far beyond the cache anyway, and the rescaling
+        # worker's copies); one that large is far beyond the cache anyway, and the fresh draw
         # between uses keeps a cached result from passing.
-        wanted = sets_that_fit(exploits.nbytes(sets[0]), len(seeds["timing"]), device)
-        sets += [make_inputs(reference, s, device, precision) for s in seeds["timing"][1:wanted]]
+            wanted = sets_that_fit(exploits.nbytes(sets[0]), len(seeds["timing"]), device)
+            sets += [make_inputs(reference, s, device, precision)
+                     for s in seeds["timing"][1:wanted]]
         self.add_phase_time("inputs", time.perf_counter() - t0)
         t_timing = time.perf_counter()
-        rejecting = self._time_candidate_and_reference(ref_model, sets, seeds)
+        rejecting = self._time_candidate_and_reference(reference, ref_model, sets, seeds)
         self.add_phase_time("timing", time.perf_counter() - t_timing)
         self.reject_if_needed(rejecting, "timed calls")
         t_checks = time.perf_counter()
         # Nothing is timed from here on (the runner lets the next evaluation's processes
         # start again).
         self.phase("profiling")
-        self._profile()
-        self._final_state()
+        with self.gate.shared():
+            self._profile(sets)
+            self._final_state()
         self._speed_of_light()
         self.add_phase_time("checks", time.perf_counter() - t_checks)
         self.result["verdict"] = "correct"
@@ -526,8 +591,8 @@ class Judge:
     # --- exploit checks ------------------------------------------------------------------------
     def _prepare_checks(self, reference: Any, ref_model: Any, seeds: dict) -> None:
         """While the worker compiles: the reference on the judge's own probe inputs (never sent
-        anywhere) gives the output sizes (for the freed-memory pattern), the rescaling that
-        keeps timing inputs fresh, and the bytes and FLOPs of the problem."""
+        anywhere) gives the output sizes (for the freed-memory pattern), the way that
+        refreshes timing inputs, and the bytes and FLOPs of the problem."""
         from . import exploits
         from .loading import iter_tensors, make_inputs
         from .speed_of_light import problem_cost
@@ -544,8 +609,7 @@ class Judge:
             self.checks["output_nbytes"] = [t.numel() * t.element_size()
                                             for t in iter_tensors(out)]
             del out
-            self.checks["refresh"] = exploits.choose_refresh(ref_model, inputs, job["atol"],
-                                                             job["rtol"])
+            self.checks["refresh"] = exploits.refresh_family(inputs)
         except Exception as exc:  # the problem's own quirks; the checks then do less
             self.checks.setdefault("errors", []).append(f"prepare: {short_message(exc)}")
             self.checks.setdefault("refresh", "none")
@@ -567,7 +631,29 @@ class Judge:
             return ["seed_replay"]
         return []
 
-    def _profile(self) -> None:
+    def _profile_in_profiler(self, request: dict, sets: list) -> dict | None:
+        """The profiled calls in the profiling process; None when it could not load the kernel
+        (the timed worker then makes them, as without one)."""
+        profiler = self.profiler
+        assert profiler is not None
+        t0 = time.perf_counter()
+        replies = profiler.collect(self.deadline)
+        self.add_phase_time("profiler_ready_wait", time.perf_counter() - t0)
+        facts = {"warm_s": replies.get("warm", {}).get("warm_s")}
+        if not replies.get("load", {}).get("ok"):
+            facts["error"] = str(replies.get("load", {}).get("error") or "no load reply")[:300]
+            self.checks["profiler"] = facts
+            return None
+        reply, _ = profiler.handle.request({"cmd": "sets"}, sets[:1], deadline=self.deadline,
+                                           phase="profiling")
+        if reply.get("ok"):
+            reply, _ = profiler.handle.request({**request, "warmup": True},
+                                               deadline=self.deadline, phase="profiling")
+        facts["process"] = "profiler"
+        self.checks["profiler"] = facts
+        return reply
+
+    def _profile(self, sets: list) -> None:
         """A separate, untimed call under the profilers: does the claimed backend do the work,
         and where does the time go (the per-kernel table, candidate and reference)?"""
         from . import exploits
@@ -582,7 +668,9 @@ class Judge:
             request.update({"reference_source": self.job["reference_source"],
                             "init_seed": self.result["seeds"].get("init"),
                             "precision": self.job["precision"]})
-        reply, _ = self.worker.request(request, deadline=self.deadline, phase="profiling")
+        reply = self._profile_in_profiler(request, sets) if self.profiler is not None else None
+        if reply is None:
+            reply, _ = self.worker.request(request, deadline=self.deadline, phase="profiling")
         self.add_phase_time("profile", time.perf_counter() - t0)
         if not reply.get("ok"):
             self.checks["backend"] = {"error": str(reply.get("error") or "")[:500]}
@@ -629,40 +717,60 @@ class Judge:
                                             "memory_bound_ms": report.get("memory_bound_ms")})
 
     # --- timing --------------------------------------------------------------------------------
-    def _time_candidate_and_reference(self, ref_model: Any, sets: list, seeds: dict) -> list[str]:
+    def _time_candidate_and_reference(self, reference: Any, ref_model: Any, sets: list,
+                                      seeds: dict) -> list[str]:
         """Times both sides through the same call recorder, checks every timed call's output,
         and returns the rejecting flags it raised."""
         import torch
 
         from . import exploits
-        from .probe import KEEP_CALLS, CallRecorder
+        from .loading import make_inputs
+        from .probe import KEEP_CALLS, CallRecorder, draw_inputs
         from .timing import time_callable
 
-        timing_cfg = dict(self.job["timing"])
+        job = self.job
+        timing_cfg = dict(job["timing"])
         family = str(self.checks.get("refresh") or "none")
         refresh_seed = derive_check_seed(seeds["checks"], 1)
         sample_seed = derive_check_seed(seeds["checks"], 2)
+        later = draw_inputs(reference, refresh_seed, self.device, job["precision"])
+
+        def draw(j: int, k: int) -> list:
+            if k == 0:
+                return make_inputs(reference, seeds["timing"][j], self.device, job["precision"])
+            return later(j, k)
+
         # The sets travel first, acknowledged, so the timed request below carries no transfer.
-        reply, _ = self.worker.request({"cmd": "sets", "refresh": {"family": family,
-                                                                   "seed": refresh_seed}},
-                                       sets, deadline=self.deadline, phase="timing")
+        # The worker draws later uses itself, from its own copy of the reference.
+        with self.gate.shared():
+            reply, _ = self.worker.request(
+                {"cmd": "sets", "refresh": {"family": family, "seed": refresh_seed,
+                                            "reference_source": job["reference_source"],
+                                            "precision": job["precision"]}},
+                sets, deadline=self.deadline, phase="timing")
         if not reply.get("ok"):
             raise self._failure(reply)
-        t0 = time.perf_counter()
-        reply, recorded = self.worker.request(
-            {"cmd": "time", "timing": timing_cfg,
-             "probe": {"sample_seed": sample_seed, "keep_calls": KEEP_CALLS}},
-            deadline=self.deadline, phase="timing")
-        cand_batch_ms = (time.perf_counter() - t0) * 1e3
+        recorder = CallRecorder(ref_model, sets, self.device,
+                                draw=draw if family == "draws" else None,
+                                sample_seed=sample_seed)
+        # Both sides timed with the device to this evaluation alone (gate.py).
+        with self.gate.exclusive():
+            self.result["timing_window"] = [time.time(), None]  # shown beside others' steps
+            t0 = time.perf_counter()
+            reply, recorded = self.worker.request(
+                {"cmd": "time", "timing": timing_cfg,
+                 "probe": {"sample_seed": sample_seed, "keep_calls": KEEP_CALLS}},
+                deadline=self.deadline, phase="timing")
+            cand_batch_ms = (time.perf_counter() - t0) * 1e3
+            if reply.get("ok"):
+                t0 = time.perf_counter()
+                ref = time_callable(recorder, sets, self.device, **timing_cfg)
+                ref_batch_ms = (time.perf_counter() - t0) * 1e3
+            self.result["timing_window"][1] = time.time()
         self._note_memory("timing", reply.get("memory_gb"))
         if not reply.get("ok"):
             raise self._failure(reply)
         cand = _clean_stats(reply)
-        recorder = CallRecorder(ref_model, sets, self.device, family=family,
-                                refresh_seed=refresh_seed, sample_seed=sample_seed)
-        t0 = time.perf_counter()
-        ref = time_callable(recorder, sets, self.device, **timing_cfg)
-        ref_batch_ms = (time.perf_counter() - t0) * 1e3
         self.result["candidate"] = _summary(cand)
         self.result["reference"] = _summary(ref)
         if self.result["candidate"] and self.result["reference"]:
@@ -675,16 +783,19 @@ class Judge:
             "cross_check": self._cross_check(cand, cand_batch_ms, ref, ref_batch_ms),
         }
 
-        # Every timed call's output, against the reference on the same (rescaled) inputs.
+        # Every timed call's output, against the reference on the same (drawn) inputs.
         calls, samples, late = _clean_recorded(reply, recorded)
         claimed = len(cand["samples_ms"]) + len(cand["warmup_ms"])
         made = reply.get("probe_calls_made") if isinstance(reply.get("probe_calls_made"),
                                                            int) else -1
-        with torch.no_grad():
+        with torch.no_grad(), self.gate.shared():
             flags, details = exploits.verify_timed_calls(
                 calls, samples, late, recorder.expected_for, claimed_calls=claimed,
                 made_calls=made, atol=self.job["atol"], rtol=self.job["rtol"])
-        details["refresh"] = family
+            details["refresh"] = family
+            if {f for f in flags if f in exploits.REJECTING} == {"timed_output_incorrect"} and (
+                    details.get("wrong_calls")):
+                self._recheck_untimed(ref_model, draw, flags, details)
         errors = reply.get("probe_errors")
         if isinstance(errors, list) and errors:
             details["recorder_errors"] = [str(e)[:300] for e in errors[:5]]
@@ -693,6 +804,41 @@ class Judge:
         state = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
         self.flag_all(*exploits.state_flags(state))
         return [f for f in flags if f in exploits.REJECTING]
+
+    def _recheck_untimed(self, ref_model: Any, draw: Any, flags: list[str],
+                         details: dict[str, Any]) -> None:
+        """A timed call returned a wrong output: run the candidate again, untimed, on the same
+        inputs (drawn anew here, the judge's own copy) before naming it. Wrong there too is an
+        honest mistake on those inputs: `incorrect`, naming their seed. Right there is the
+        exploit: the kernel behaved differently when timed."""
+        import torch
+
+        from .probe import draw_seed
+
+        j, k = details["wrong_calls"][0]
+        seeds = self.result["seeds"]
+        seed = seeds["timing"][j] if k == 0 else draw_seed(
+            derive_check_seed(seeds["checks"], 1), j, k)
+        inputs = draw(j, k)
+        reply, outputs = self.worker.request({"cmd": "run", "k": 0}, inputs,
+                                             deadline=self.deadline, phase="untimed re-check")
+        if not reply.get("ok"):
+            raise self._failure(reply)
+        with torch.no_grad():
+            expected = ref_model(*inputs)
+        trial = self._compare(len(self.result["trials"]) + 1, expected, outputs)
+        trial["inputs"] = {"timing_set": j, "use": k, "seed": seed}
+        if trial["passed"]:
+            details["untimed_recheck"] = (f"input set {j}, use {k}: right untimed, wrong when "
+                                          f"timed")
+            return
+        trial["diagnosis"] = self._diagnose(ref_model, inputs, expected, outputs)
+        self.result["trials"].append(trial)
+        details["untimed_recheck"] = f"input set {j}, use {k}: wrong untimed too"
+        self.checks["timed_calls"] = details
+        self.flag_all([f for f in flags if f != "timed_output_incorrect"], details)
+        raise Verdict("incorrect", f"timing inputs (set {j}, use {k}, seed {seed}): "
+                                   f"{trial.get('reason', 'mismatch')}")
 
     def _cross_check(self, cand: dict, cand_batch_ms: float, ref: dict, ref_batch_ms: float):
         """Hold the worker's reported times against what the judge's own clock saw.
@@ -852,7 +998,13 @@ def run_mode(job: dict, events: Events, workdir: Path) -> dict:
     except ImportError:
         return {"verdict": "harness_error", "correct": False, "error": f"unknown mode {mode!r}",
                 "evaluator_version": EVALUATOR_VERSION}
-    return module.run(job, events, workdir)
+    # Validations and baselines time the reference throughout: the device is theirs alone.
+    gate = DeviceGate(job.get("gate_dir"))
+    try:
+        with gate.exclusive():
+            return module.run(job, events, workdir)
+    finally:
+        gate.close()
 
 
 def main(argv: list[str] | None = None) -> int:

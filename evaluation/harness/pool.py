@@ -65,6 +65,8 @@ def spec_of(job: dict) -> dict[str, Any]:
         "build_dir": job["build_dir"],
         # The sandbox's environment for this job (scrubbed_env) depends on these.
         "triton_interpret": job["backend"] == "triton" and job["device"] == "cpu",
+        "gate_dir": job.get("gate_dir"),
+        "profile_process": job.get("profile_process", job["device"] != "cpu"),
     }
 
 
@@ -265,32 +267,42 @@ def enable(on: bool = True) -> None:
 # --- the launched process ---------------------------------------------------------------------
 
 def _prepare_worker(judge: Any, spec: dict[str, Any]) -> Any:
-    """Start the judge's worker now, and hand it to the judge when it asks for one.
+    """Start the judge's worker now (and its profiling worker, judge.Profiler, whose device
+    profiler starts at once), and hand them to the judge when it asks for them.
 
     The judge builds `WorkerHandle(device, limits, log_limit, workdir)` at the start of its
     evaluation; the one built here, with the same arguments, is given instead (its `started`
     reset, so the judge's worker_start phase counts only what is left to wait). Any other
-    arguments get a new one, as without the pool.
+    arguments get a new one, as without the pool. Returns the timed worker's handle.
     """
     original = judge.WorkerHandle
-    args = (spec["device"], spec["limits"], int(spec["log_limit"]), Path.cwd() / "worker")
-    try:
-        prepared = [original(*args)]
-    except Exception:
-        return None  # the judge starts its own worker, as it always did
-    handle = prepared[0]
+    base = (spec["device"], spec["limits"], int(spec["log_limit"]))
+    names = ["worker"] + (["profiler"] if spec.get("profile_process") else [])
+    prepared: dict[Path, Any] = {}
+    for name in names:
+        try:
+            handle = original(*base, Path.cwd() / name)
+        except Exception:
+            break  # the judge starts its own, as it always did
+        if name == "profiler":
+            with contextlib.suppress(Exception):
+                handle.post({"cmd": "profiler_warm"}, phase="profiling")
+                handle.profiler_warm_posted = True
+        prepared[Path.cwd() / name] = handle
+    if not prepared:
+        return None
 
     def worker_handle(device: str, limits: dict, log_limit: int, workdir: Path) -> Any:
-        handle = prepared.pop() if prepared else None
+        handle = prepared.pop(Path(workdir), None)
         if handle is not None:
-            if (device, limits, log_limit, Path(workdir)) == args and handle.proc.poll() is None:
+            if (device, limits, log_limit) == base and handle.proc.poll() is None:
                 handle.started = time.perf_counter()
                 return handle
             handle.kill()
         return original(device, limits, log_limit, workdir)
 
     judge.WorkerHandle = worker_handle
-    return handle
+    return prepared.get(Path.cwd() / "worker")
 
 
 def _preimport(device: str, *, spare: bool) -> None:
@@ -304,21 +316,29 @@ def _preimport(device: str, *, spare: bool) -> None:
         with contextlib.suppress(Exception):
             __import__(f"{__package__}.{name}")
     if spare and device != "cpu":
-        with contextlib.suppress(Exception):
-            torch.empty(1, device=device).zero_()
-            torch.cuda.synchronize(device)
-        # What the judge's first steps pay once per process, paid here on a tiny problem: on a
-        # GPU job (it carries peak rates) the problem's FLOPs are counted, whose first count
-        # takes seconds of imports and dispatch set-up, and the read-bytes bound runs a
-        # backward pass. Nothing of the candidate is involved.
-        with contextlib.suppress(Exception):
-            from torch.utils.flop_counter import FlopCounterMode
+        # Not through the device's gate (gate.py): the runner stops a spare (SIGSTOP) while its
+        # own evaluation is timed, and a spare stopped holding the gate held that timing back
+        # until its time limit (on the H200). What it does here is small: a context, a tiny op.
+        _warm_device(torch, device)
 
-            x = torch.ones(8, 8, device=device, requires_grad=True)
-            with FlopCounterMode(display=False):
-                y = torch.nn.functional.gelu(x @ x)
-            y.sum().backward()
-            torch.cuda.synchronize(device)
+
+def _warm_device(torch: Any, device: str) -> None:
+    """The context, and what the judge's first steps pay once per process."""
+    with contextlib.suppress(Exception):
+        torch.empty(1, device=device).zero_()
+        torch.cuda.synchronize(device)
+    # What the judge's first steps pay once per process, paid here on a tiny problem: on a
+    # GPU job (it carries peak rates) the problem's FLOPs are counted, whose first count
+    # takes seconds of imports and dispatch set-up, and the read-bytes bound runs a
+    # backward pass. Nothing of the candidate is involved.
+    with contextlib.suppress(Exception):
+        from torch.utils.flop_counter import FlopCounterMode
+
+        x = torch.ones(8, 8, device=device, requires_grad=True)
+        with FlopCounterMode(display=False):
+            y = torch.nn.functional.gelu(x @ x)
+        y.sum().backward()
+        torch.cuda.synchronize(device)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,11 @@ never sees) and the time (the judge's own clock around the whole timed batch).
 What the worker adds:
 - every timed call goes through `CallRecorder`: right after the call (and the device-wide
   synchronise) it samples the output (a few hundred elements at positions from the judge's seed,
-  plus float64 sums of all of it) and then rescales that input set in place, so no two calls
-  ever see the same values at the same address (result caching keyed on pointer, id, version or
-  values cannot pay); the judge replays the same rescaling on its side to know what each call
+  plus float64 sums of all of it) and then refills that input set in place with a fresh draw
+  from the problem's own get_inputs() under a new seed, so no two calls ever see the same values
+  at the same address (result caching keyed on pointer, id, version or values cannot pay) and no
+  input leaves the problem's distribution (a kernel exact only on the inputs the problem can
+  produce stays correct); the judge draws the same inputs on its side to know what each call
   should have returned. The reference is timed through the same recorder, so both pay the same.
 - before each correctness call, freed memory is filled with a pattern the judge picked, so an
   output that is memory the kernel never wrote shows it;
@@ -27,42 +29,60 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import sys
 import threading
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .loading import iter_tensors, synchronize
+from .loading import derive_seed, iter_tensors, make_inputs, synchronize
 from .worker import Worker
 
 SAMPLES_PER_OUTPUT = 256
 KEEP_CALLS = 4  # outputs of the first calls are kept and sampled again at the end
 KEEP_BYTES = 1 << 30
-REFRESH_FAMILIES = ("signed", "positive", "none")
+REFRESH_FAMILIES = ("draws", "none")
+REFERENCE_COPY_MODULE = "kb_reference_copy"
+
+Draw = Callable[[int, int], list]  # (set j, use k) -> that use's inputs
 
 
 # --- shared by the judge and the worker ------------------------------------------------------
 
-def refresh_scale(seed: int, j: int, k: int, family: str) -> float:
-    """The factor input set `j` carries at its k-th use (k=0: as the judge made it).
+def draw_seed(seed: int, j: int, k: int) -> int:
+    """The seed of input set `j`'s k-th use (k >= 1; use 0 is the set the judge made).
 
-    In [0.5, 1) (drawn from a continuum, so no two uses of a set ever carry the same values),
-    negative half of the time for the signed family: shrinking keeps inputs in their valid
-    ranges (probabilities, positive values), the sign keeps scale-invariant problems
-    (normalisations, argmax) from giving the same output.
-    """
-    if k == 0 or family == "none":
-        return 1.0
-    rng = random.Random(f"kb-refresh:{seed}:{j}:{k}")
-    value = 0.5 + 0.5 * rng.random()
-    if family == "signed" and rng.random() < 0.5:
-        value = -value
-    return value
+    A hash of the refresh seed, so the seeds of the uses tell nothing about each other or about
+    the server's seed (the judge's trial and timing seeds stay secret from the worker)."""
+    return derive_seed(seed, "draw", j * 1_000_003 + k)
+
+
+def draw_inputs(module: Any, seed: int, device: str, precision: str) -> Draw:
+    """Draws of the problem's own inputs for uses k >= 1 of each set, the same on both sides."""
+    def draw(j: int, k: int) -> list:
+        return make_inputs(module, draw_seed(seed, j, k), device, precision)
+    return draw
+
+
+def refill(target: list, fresh: list) -> None:
+    """Put a fresh draw into an input set in place: tensors keep their memory (same shape and
+    dtype: copied into), anything else is replaced; the list itself stays the same object, which
+    is how the recorder knows the set."""
+    if len(target) != len(fresh):
+        target[:] = fresh
+        return
+    with torch.no_grad():
+        for i, (old, new) in enumerate(zip(target, fresh, strict=True)):
+            if (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor)
+                    and old.shape == new.shape and old.dtype == new.dtype
+                    and old.device == new.device):
+                old.copy_(new)
+            else:
+                target[i] = new
 
 
 def sample_index(numel: int, seed: int, i: int) -> torch.Tensor:
@@ -157,13 +177,12 @@ class _Held:
 class CallRecorder:
     """Wraps a model for `timing.time_callable`; see the module doc."""
 
-    def __init__(self, model: Any, sets: list, device: str, *, family: str, refresh_seed: int,
+    def __init__(self, model: Any, sets: list, device: str, *, draw: Draw | None,
                  sample_seed: int, watch: Any = None, keep_calls: int = 0):
         self.model = model
         self.sets = sets
         self.device = device
-        self.family = family if family in REFRESH_FAMILIES else "none"
-        self.refresh_seed = refresh_seed
+        self.draw = draw  # None: the sets are used as they are (nothing to draw)
         self.sample_seed = sample_seed
         self.watch = watch
         self.keep_calls = keep_calls
@@ -225,17 +244,11 @@ class CallRecorder:
             self.refresh(j)
 
     def refresh(self, j: int) -> None:
-        """Rescale set j in place to the factor of its next use."""
+        """Refill set j in place with the draw of its next use."""
         k = self.uses[j]
         self.uses[j] = k + 1
-        if self.family == "none":
-            return
-        ratio = refresh_scale(self.refresh_seed, j, k + 1, self.family) / refresh_scale(
-            self.refresh_seed, j, k, self.family)
-        with torch.no_grad():
-            for t in iter_tensors(list(self.sets[j])):
-                if t.is_floating_point() or t.is_complex():
-                    t.mul_(ratio)
+        if self.draw is not None:
+            refill(self.sets[j], self.draw(j, k + 1))
 
     def late_samples(self) -> tuple[list[int], list[torch.Tensor]]:
         """The kept outputs sampled again now (work finished after its call shows here)."""
@@ -252,23 +265,26 @@ class CallRecorder:
         return calls, samples
 
     def expected_for(self, j: int, k: int) -> tuple[list[dict[str, Any]], torch.Tensor] | None:
-        """(Judge side) The reference's summary for use k of set j, continuing the rescaling
-        chain on the judge's own sets when the timing loop did not get that far."""
+        """(Judge side) The reference's summary for use k of set j: recorded while the reference
+        was timed, or computed now on that use's draw (the judge's draw also makes use 0)."""
         pos = self.by_key.get((j, k))
         if pos is not None:
             return self.calls[pos]["outputs"], self.samples[pos]
-        if not 0 <= j < len(self.sets) or k < self.uses[j]:
+        if not 0 <= j < len(self.sets) or k < 0:
             return None
-        while self.uses[j] < k:
-            self.refresh(j)
+        if k == self.uses[j]:
+            inputs = self.sets[j]
+        elif self.draw is not None:
+            inputs = self.draw(j, k)  # a use the timing loop did not record, drawn directly
+        else:
+            return None
         with torch.no_grad():
-            out = self.model(*self.sets[j])
+            out = self.model(*inputs)
         synchronize(self.device)
         infos, samples = summarize_output(out, self.sample_seed)
         self.calls.append({"c": -1, "j": j, "k": k, "outputs": infos})
         self.samples.append(samples)
         self.by_key[(j, k)] = len(self.calls) - 1
-        self.refresh(j)
         return infos, samples
 
 
@@ -502,7 +518,8 @@ class ProbeWorker(Worker):
         self.snapshot = Snapshot()
         self.start_threads = {t.ident for t in threading.enumerate()}
         self.candidate_prefix = str(Path.cwd())
-        self.refresh = {"family": "none", "seed": 0}
+        self.refresh: dict[str, Any] = {"family": "none", "seed": 0}
+        self.reference: types.ModuleType | None = None
         self.previous_outputs: list[Any] = []
         self.extra_patches: list[str] = []
 
@@ -521,6 +538,8 @@ class ProbeWorker(Worker):
             return self.probe_time(header)
         if cmd == "profile":
             return self.profile(header)
+        if cmd == "profiler_warm":
+            return self.profiler_warm(), None
         if cmd == "state":
             return {"ok": True, "probe": self.state()}, None
         return super().handle(header, value)
@@ -569,6 +588,16 @@ class ProbeWorker(Worker):
             "children": _children(),
         }
 
+    def reference_copy(self, source: str) -> types.ModuleType:
+        """The problem's reference, loaded here once (its get_inputs() makes the timing draws,
+        its Model is profiled beside the candidate). Evidence only, like all else here: what
+        the judge compares against is computed in the judge."""
+        from .loading import module_from_source
+
+        if self.reference is None:
+            self.reference = module_from_source(source, REFERENCE_COPY_MODULE)
+        return self.reference
+
     # --- commands ------------------------------------------------------------------------------
     def probe_load(self, header: dict, init_inputs: Any) -> tuple[dict, Any]:
         from . import loading
@@ -616,10 +645,16 @@ class ProbeWorker(Worker):
 
     def probe_time(self, header: dict) -> tuple[dict, Any]:
         spec = header.get("probe") if isinstance(header.get("probe"), dict) else {}
+        draw = None
+        if self.refresh.get("family") == "draws" and self.refresh.get("reference_source"):
+            try:
+                draw = draw_inputs(self.reference_copy(str(self.refresh["reference_source"])),
+                                   int(self.refresh.get("seed", 0)), self.device,
+                                   str(self.refresh.get("precision") or "fp32"))
+            except Exception as exc:
+                return self._failure(exc, "harness_error", "timing inputs"), None
         recorder = CallRecorder(
-            self.model, self.sets or [], self.device,
-            family=str(self.refresh.get("family", "none")),
-            refresh_seed=int(self.refresh.get("seed", 0)),
+            self.model, self.sets or [], self.device, draw=draw,
             sample_seed=int(spec.get("sample_seed", 0)),
             watch=self.watch, keep_calls=int(spec.get("keep_calls", KEEP_CALLS)),
         )
@@ -656,6 +691,15 @@ class ProbeWorker(Worker):
             return {"ok": False, "verdict": "harness_error", "error": "nothing to profile"}, None
         header = header or {}
         inputs = self.sets[0]
+        if header.get("warmup"):
+            # A profiling process (judge.Profiler) has not called the kernel yet: its first
+            # call (Triton's compile or autotuning, lazy set-up) stays out of the profile.
+            try:
+                with torch.no_grad():
+                    self.model(*inputs)
+                    synchronize(self.device)
+            except BaseException as exc:
+                return self._failure(exc, "runtime_error", "profile"), None
         own = OwnCodeProfile(self.candidate_prefix)
         kernels: dict[str, list[float]] = {}
         on_gpu = self.device != "cpu"
@@ -680,13 +724,31 @@ class ProbeWorker(Worker):
             reply["reference"] = self._profile_reference(header, inputs)
         return reply, None
 
+    def profiler_warm(self) -> dict:
+        """Start the device profiler once, on nothing of the candidate's: the first session of a
+        process takes seconds (CUPTI), later ones a millisecond. Only in a profiling process,
+        which is never timed: in one that had run a session, small kernels launched 30 to 40%
+        slower."""
+        t0 = time.perf_counter()
+        try:
+            if self.device != "cpu":
+                from torch.profiler import ProfilerActivity, profile
+
+                x = torch.ones(16, device=self.device)
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+                    x.add_(1)
+                    synchronize(self.device)
+        except BaseException as exc:
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        return {"ok": True, "warm_s": time.perf_counter() - t0}
+
     def _profile_reference(self, header: dict, inputs: Any) -> dict:
         from torch.profiler import ProfilerActivity, profile
 
-        from .loading import build_model, make_init_inputs, module_from_source
+        from .loading import build_model, make_init_inputs
 
         try:
-            module = module_from_source(str(header["reference_source"]), "kb_profile_reference")
+            module = self.reference_copy(str(header["reference_source"]))
             seed = int(header.get("init_seed") or 0)
             model = build_model(module.Model, make_init_inputs(module, seed), seed, self.device,
                                 str(header.get("precision") or "fp32"))

@@ -321,6 +321,7 @@ class Channel:
         self.out_box: Any = None
         self._probe: Any = None
         self.stats = {"ipc_bytes": 0, "host_bytes": 0, "messages": 0}
+        self.note_as = "transfer"  # its key in environment (the profiling worker's has another)
 
     # --- encoding -----------------------------------------------------------------------------
     def _encode(self, value: Any, tensors: list[Any]) -> Any:
@@ -440,7 +441,7 @@ class Channel:
             return
         from .environment import note
 
-        note("transfer", {"cuda_ipc": bool(self.ipc), **self.stats,
+        note(self.note_as, {"cuda_ipc": bool(self.ipc), **self.stats,
                           **({"ipc_error": self.ipc_error} if self.ipc_error else {})})
 
     def _judge_prepare(self, frame: dict, on_device: list[Any]) -> bool:

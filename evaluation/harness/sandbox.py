@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import EVALUATOR_VERSION, buildcache, jail, pool
+from . import EVALUATOR_VERSION, buildcache, gate, jail, pool
 from .config import JobError, normalize_job
 from .errors import signal_name, truncate
 from .process import oom_kill_count, parent_death_signal_available
@@ -49,8 +49,11 @@ ENV_ALLOWLIST = (
 
 _UNSHARE_VARIANTS = (
     # Strongest first: no network, and a pid namespace whose init is the judge: when it dies the
-    # kernel kills every process in it, even ones that left the process group.
-    ("network+pid", ["unshare", "--net", "--pid", "--fork", "--kill-child"]),
+    # kernel kills every process in it, even ones that left the process group. Its own /proc
+    # too: bwrap, started by the judge, reads /proc/PID of its child by the pid it sees, which
+    # in the host's /proc named another process (a second sandbox once failed to start with
+    # "open /proc/9/ns/ns failed").
+    ("network+pid", ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]),
     ("network", ["unshare", "--net"]),
 )
 _isolation_cache: tuple[str, list[str]] | None = None
@@ -241,6 +244,20 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
         emit({"type": "phase", "phase": "done"})
         return result
 
+    # On a device shared by several evaluations, start only once this one's memory fits beside
+    # theirs (gate.py); the runner renews its claim meanwhile (the events).
+    def waiting(waited_s: float) -> None:
+        emit({"type": "phase", "phase": "waiting_for_memory", "waited_s": round(waited_s, 1)})
+
+    with gate.admitted(job["gate_dir"], job["memory_need_bytes"], job["device_memory_bytes"],
+                       on_wait=waiting) as admission_wait_s:
+        result = _run_admitted(job, emit, t_begin)
+    if admission_wait_s > 0.05:
+        result.setdefault("phases", {})["admission_wait"] = admission_wait_s
+    return result
+
+
+def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Result:
     limit = job["time_limit_s"]
     isolation, prefix = isolation_prefix(job["device"])
     result: dict[str, Any] | None = None

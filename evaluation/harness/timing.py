@@ -215,7 +215,7 @@ def _timed_loop(
         for rep in range(max(1, int(max_reps))):
             inputs = input_sets[rep % n_sets]
             if on_gpu:
-                # What the previous call left queued (the recorder's rescaling of its inputs)
+                # What the previous call left queued (the recorder's fresh draw of its inputs)
                 # finishes first, outside the host interval too.
                 sync()
                 t0 = time.perf_counter()

@@ -134,23 +134,33 @@ class Command(BaseCommand):
         sys.exit(max(w.returncode or 0 for w in workers.values()))
 
     def _start_worker(self, hardware, name: str, device: int | None) -> subprocess.Popen:
-        """A django-q2 cluster of one worker for one device.
+        """A django-q2 cluster for one device (worker_env).
 
-        The worker holds the database settings it needs to claim and store results; it starts
-        each evaluation in a sandboxed grandchild that gets none of them.
+        Its workers hold the database settings they need to claim and store results; each
+        starts its evaluations in sandboxed grandchildren that get none of them.
         """
-        env = {
-            **os.environ,
-            "Q_CLUSTER_NAME": hardware.queue_name,
-            "KBSITE_RUNNER_NAME": name,
-            "Q_WORKERS": "1",  # one evaluation at a time on a device
-            # The next judge and worker start ahead (imports, CUDA context) while one runs;
-            # each pair serves exactly one evaluation.
-            "KB_HARNESS_PRESTART": os.environ.get("KB_HARNESS_PRESTART", "1"),
-        }
-        if device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(device)
-            env["KBSITE_DEVICE_INDEX"] = str(device)
         return subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"], env=env, cwd=settings.BASE_DIR
+            [sys.executable, "manage.py", "qcluster"],
+            env=worker_env(hardware, name, device),
+            cwd=settings.BASE_DIR,
         )
+
+
+def worker_env(hardware, name: str, device: int | None) -> dict[str, str]:
+    """The environment of one device's cluster: RUNNER_EVALUATIONS_PER_GPU workers on a GPU,
+    whose evaluations share it and are each timed with it alone (evaluation/harness/gate.py);
+    one on a CPU slot."""
+    env = {
+        **os.environ,
+        "Q_CLUSTER_NAME": hardware.queue_name,
+        "KBSITE_RUNNER_NAME": name,
+        "Q_WORKERS": str(max(1, settings.RUNNER_EVALUATIONS_PER_GPU) if device is not None
+                         else 1),
+        # The next judge and worker start ahead (imports, CUDA context) while one runs;
+        # each pair serves exactly one evaluation.
+        "KB_HARNESS_PRESTART": os.environ.get("KB_HARNESS_PRESTART", "1"),
+    }
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(device)
+        env["KBSITE_DEVICE_INDEX"] = str(device)
+    return env

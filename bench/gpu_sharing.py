@@ -1,0 +1,238 @@
+"""One GPU, many evaluations: throughput and warm latency before and after sharing, side by side.
+
+    python3 bench/gpu_sharing.py --kernelbench .kernelbench [--copies 5] [--json PATH]
+
+On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
+
+  before  RUNNER_EVALUATIONS_PER_GPU=1 and RUNNER_PROFILE_PROCESS=0: one evaluation holds the
+          GPU from start to end, and its timed worker makes the profiled call (main before
+          issue 22);
+  after   the defaults: several evaluations share the GPU, each timed with it alone
+          (evaluation/harness/gate.py), the profiled call in a profiling process started ahead.
+
+Each pass drains a queue of the level 1 mix of scripts/runner_check.py (right and wrong CUDA,
+Triton and PyTorch kernels, `--copies` times: 40 evaluations by default), all compiled ahead
+into the build cache, and reports evaluations per GPU-hour (from the first claim to the last
+finish); then submits `--latency` already compiled right kernels one at a time and reports the
+median warm latency (submitted -> stored). Last, the timing proof: each right kernel's candidate
+median timed alone (before) against timed while other evaluations ran their untimed phases
+(after), and the spread of its repeated medians in each pass.
+"""
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from scripts.runner_check import LEVEL1_SET, guess_backend  # noqa: E402
+
+# --cpu: the plumbing only, on the sample problems (a CPU slot never shares its device).
+CPU_MIX = [("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"),
+           ("level1/901_Small_ReLU.py", "tests/kernels/relu_wrong.py", "torch")]
+MIX = LEVEL1_SET
+
+PASSES = {
+    "before": {"RUNNER_EVALUATIONS_PER_GPU": "1", "RUNNER_PROFILE_PROCESS": "0"},
+    "after": {},
+}
+
+def latency_kernels() -> list:
+    return [item for item in MIX if "wrong" not in item[1]]
+
+PHASES = ("worker_start", "load", "correctness", "gate_wait", "timing", "profile", "total")
+
+
+def setup(var: Path, kernelbench: Path):
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    os.environ.update({
+        "DJANGO_SETTINGS_MODULE": "kbsite.settings", "KBSITE_VAR_DIR": str(var),
+        "RUNNER_HEARTBEAT_SECONDS": "2", "LOG_LEVEL": "WARNING", "REVERIFY_NEW_RECORDS": "0",
+        "QUOTA_GPU_SECONDS_PER_DAY": "10000000", "QUOTA_MAX_QUEUED": "100000",
+    })
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from django.contrib.auth import get_user_model
+
+    from evaluation.services import hardware_register
+    from gpu_runner.detect import detect
+    from problems.services import FILENAME_PATTERN, problem_upsert
+
+    detected = detect()
+    slug = detected.pop("slug")
+    hardware = hardware_register(slug=slug, **detected)
+    user = get_user_model().objects.create_user("bench")
+    problems = {}
+    for problem_file, _, _ in MIX:
+        if problem_file not in problems:
+            level_dir, filename = problem_file.split("/")
+            match = FILENAME_PATTERN.match(filename)
+            problems[problem_file] = problem_upsert(
+                level=int(level_dir.removeprefix("level")), number=int(match["number"]),
+                name=match["name"], source=(kernelbench / problem_file).read_text(),
+                publish=True).problem
+    return hardware, user, problems
+
+
+def submit(user, hardware, problems, items):
+    from submissions.services import submission_create
+
+    out = []
+    for problem_file, kernel_file, backend in items:
+        source = (REPO / kernel_file).read_text()
+        out.append((kernel_file, submission_create(
+            user=user, problem=problems[problem_file], source=source, hardware=hardware,
+            backend=guess_backend(source) if backend == "auto" else backend)))
+    return out
+
+
+def wait_finished(submissions, runner, timeout: float) -> bool:
+    from submissions.models import Submission
+
+    ids = [s.pk for _, s in submissions]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if Submission.objects.filter(pk__in=ids, status="finished").count() == len(ids):
+            return True
+        if runner.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False
+
+
+def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -> dict:
+    from submissions.models import Evaluation
+
+    log = open(var / f"runner-{label}.log", "w")  # noqa: SIM115 (open while the runner runs)
+    runner = subprocess.Popen(
+        [sys.executable, "manage.py", "runner", "--hardware", hardware.slug,
+         "--devices", "1" if hardware.kind == "cpu" else "0"],
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
+    out: dict = {"label": label}
+    try:
+        # One evaluation first: the runner's workers up, their spares started.
+        warm = submit(user, hardware, problems, latency_kernels()[:1])
+        wait_finished(warm, runner, 300)
+        time.sleep(3)
+        drain = submit(user, hardware, problems, MIX * args.copies)
+        done = wait_finished(drain, runner, args.timeout)
+        evaluations = list(Evaluation.objects.filter(submission__in=[s for _, s in drain]))
+        first = min(e.started_at for e in evaluations)
+        last = max(e.finished_at for e in evaluations)
+        span = (last - first).total_seconds()
+        out.update(drained=done, evaluations=len(evaluations), span_s=span,
+                   per_gpu_hour=3600 * len(evaluations) / span if span else None,
+                   verdicts=sorted({e.verdict for e in evaluations}))
+        out["phases"] = {p: statistics.median([float((e.phases or {}).get(p) or 0.0)
+                                               for e in evaluations]) for p in PHASES}
+        by_kernel: dict[str, list[float]] = {}
+        kernel_of = {s.pk: k for k, s in drain}
+        for e in evaluations:
+            if e.verdict == "correct" and e.candidate_median_ms:
+                by_kernel.setdefault(kernel_of[e.submission_id], []).append(
+                    e.candidate_median_ms)
+        out["medians"] = by_kernel
+        latencies = []
+        for item in latency_kernels() * max(1, args.latency // len(latency_kernels())):
+            time.sleep(1.0)  # the previous one's spare gets ready, as between real arrivals
+            one = submit(user, hardware, problems, [item])
+            wait_finished(one, runner, 300)
+            s = one[0][1]
+            s.refresh_from_db()
+            latencies.append((s.finished_at - s.created_at).total_seconds())
+        out["latencies_s"] = latencies
+        out["warm_latency_s"] = statistics.median(latencies) if latencies else None
+    finally:
+        runner.terminate()
+        try:
+            runner.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            runner.kill()
+    return out
+
+
+def spread(values: list[float]) -> float | None:
+    """The spread of repeated medians: their standard deviation over their mean (%)."""
+    if len(values) < 2:
+        return None
+    return 100 * statistics.stdev(values) / statistics.fmean(values)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernelbench", default=".kernelbench")
+    parser.add_argument("--copies", type=int, default=5, help="the level 1 mix N times (8 each)")
+    parser.add_argument("--latency", type=int, default=8, help="one-at-a-time evaluations")
+    parser.add_argument("--only", choices=tuple(PASSES), help="one pass only")
+    parser.add_argument("--timeout", type=float, default=400)
+    parser.add_argument("--json")
+    parser.add_argument("--cpu", action="store_true", help="the plumbing on the CPU runner")
+    args = parser.parse_args()
+    global MIX
+    if args.cpu:
+        MIX, args.kernelbench = CPU_MIX, str(REPO / "problems" / "samples")
+    var = Path(tempfile.mkdtemp(prefix="kbsite-sharing-"))
+    os.environ.setdefault("BUILD_CACHE_DIR", str(var / "builds"))
+    hardware, user, problems = setup(var, Path(args.kernelbench))
+
+    from bench.eval_speed import precompile
+
+    precompile([(k, problems[p], (REPO / k).read_text()) for p, k, _ in MIX],
+               hardware_is_cpu=hardware.kind == "cpu", owner=f"user:{user.pk}")
+    results = {}
+    for label, env in PASSES.items():
+        if args.only and label != args.only:
+            continue
+        started = time.monotonic()
+        results[label] = run_pass(label, env, args, hardware, user, problems, var)
+        r = results[label]
+        # Each pass's figures as soon as it ends: a run cut short still shows them.
+        print(f"{label}: {time.monotonic() - started:.0f} s, {r.get('evaluations')} evaluations "
+              f"(drained: {r.get('drained')}), {r.get('per_gpu_hour') or 0:.0f} per GPU-hour, "
+              f"warm latency {r.get('warm_latency_s') or 0:.2f} s {r.get('latencies_s')}, "
+              f"verdicts {r.get('verdicts')}, phases {r.get('phases')}", flush=True)
+
+    print(f"\n{'':28}" + "".join(f"{label:>12}" for label in results))
+    rows = [("evaluations", "evaluations", "d"),
+            ("evaluations per GPU-hour", "per_gpu_hour", ".0f"),
+            ("median warm latency (s)", "warm_latency_s", ".2f")]
+    for title, key, spec in rows:
+        print(f"{title:28}" + "".join(f"{format(r.get(key) or 0, spec):>12}"
+                                      for r in results.values()))
+    for phase in PHASES:
+        print(f"  {phase + ' (median s)':26}" + "".join(
+            f"{r['phases'].get(phase, 0):>12.2f}" for r in results.values()))
+    if len(results) == 2:
+        b, a = results["before"], results["after"]
+        print("\nthroughput x{:.2f}, warm latency x{:.2f}".format(
+            (a["per_gpu_hour"] or 0) / (b["per_gpu_hour"] or 1),
+            (a["warm_latency_s"] or 0) / (b["warm_latency_s"] or 1)))
+        print(f"\n{'kernel (candidate medians)':52}{'alone ms':>10}{'shared ms':>11}"
+              f"{'diff %':>8}{'spread alone %':>16}{'spread shared %':>17}")
+        for kernel in sorted(set(b["medians"]) & set(a["medians"])):
+            alone = statistics.median(b["medians"][kernel])
+            shared = statistics.median(a["medians"][kernel])
+            sa, ss = spread(b["medians"][kernel]), spread(a["medians"][kernel])
+            print(f"{kernel[-52:]:52}{alone:>10.4f}{shared:>11.4f}"
+                  f"{100 * (shared - alone) / alone:>8.2f}"
+                  f"{'-' if sa is None else format(sa, '.2f'):>16}"
+                  f"{'-' if ss is None else format(ss, '.2f'):>17}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    return 0 if all(r.get("drained") for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""One device shared by several evaluations, held alone while one of them is timed.
+
+A GPU serving one evaluation at a time is idle most of it: starting processes, compiling,
+loading, the correctness trials and the profiled call leave it waiting on the host. A runner
+may therefore run several evaluations per device (`RUNNER_EVALUATIONS_PER_GPU`). What must not
+change is the timing: while one evaluation is timed, no other evaluation's work runs on its
+device.
+
+The judges (trusted, ours) drive every step of their evaluation, so they take turns through two
+file locks in the device's gate folder, which the runner names in the job (`gate_dir`):
+
+- `shared()` around each untimed step that uses the device (a correctness trial, the reference
+  on its inputs, the transfer of the timing sets, the profiled call): any number at once;
+- `exclusive()` around the timed calls, candidate and reference: it waits until the steps in
+  progress have ended (each ends with the device synchronised) and lets none start meanwhile.
+
+Readers pass a turnstile that a waiting writer holds, so a steady stream of short untimed steps
+cannot keep a timing waiting for ever (flock alone favours none). A step is short (one call and
+its check); a step that hangs holds the others' timing back until its own evaluation's time
+limit ends it, and then its locks go with its process.
+
+`admitted()` keeps the device's memory from being over-committed: an evaluation waits to start
+until the memory it is expected to need (runner side: from the problem's validated peak) fits
+beside what the evaluations already admitted expect.
+
+No torch, no Django: the runner and the judge both import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+TURNSTILE = "turnstile.lock"
+GATE = "gate.lock"
+LEDGER = "memory.json"
+LEDGER_LOCK = "memory.lock"
+
+
+class DeviceGate:
+    """The gate of one device; a no-op without a folder (the device is not shared)."""
+
+    def __init__(self, folder: str | os.PathLike | None,
+                 sync: Callable[[], None] | None = None, deadline: float | None = None):
+        self.folder = Path(folder) if folder else None
+        self.sync = sync  # waits for this process's device work: a step ends with it
+        # time.monotonic() past which waiting for the gate raises TimeoutError: a holder that
+        # never lets go (a stopped or hung process) ends this evaluation at its own limit.
+        self.deadline = deadline
+        self._turnstile = self._gate = -1
+        self.waited_s = 0.0  # time spent waiting for the device alone (phase "gate_wait")
+        self.exclusive_held = False
+        if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._turnstile = os.open(self.folder / TURNSTILE, os.O_RDWR | os.O_CREAT, 0o600)
+            self._gate = os.open(self.folder / GATE, os.O_RDWR | os.O_CREAT, 0o600)
+
+    @property
+    def active(self) -> bool:
+        return self.folder is not None
+
+    def _lock(self, fd: int, how: int) -> None:
+        if self.deadline is None:
+            fcntl.flock(fd, how)
+            return
+        while True:
+            try:
+                fcntl.flock(fd, how | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= self.deadline:
+                    raise TimeoutError("the device's gate was not free in time") from None
+                time.sleep(0.002)
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        if not self.active or self.exclusive_held:
+            yield
+            return
+        self._lock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            self._lock(self._gate, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            try:
+                if self.sync is not None:
+                    self.sync()
+            finally:
+                fcntl.flock(self._gate, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if not self.active:
+            yield
+            return
+        t0 = time.perf_counter()
+        self._lock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            self._lock(self._gate, fcntl.LOCK_EX)
+            self.waited_s += time.perf_counter() - t0
+            self.exclusive_held = True
+            try:
+                yield
+            finally:
+                self.exclusive_held = False
+                try:
+                    if self.sync is not None:
+                        self.sync()
+                finally:
+                    fcntl.flock(self._gate, fcntl.LOCK_UN)
+        finally:
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for fd in (self._turnstile, self._gate):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._turnstile = self._gate = -1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: int, *,
+             on_wait: Callable[[float], None] | None = None, poll_s: float = 0.2,
+             max_wait_s: float = 3600.0) -> Iterator[float]:
+    """Wait until `need_bytes` fit beside the memory the evaluations admitted on this device
+    expect (their processes still alive), then count it as taken until the block ends. Yields
+    the seconds waited. One evaluation alone is always admitted (it may still run out of memory,
+    which its verdict says). `on_wait(waited_s)` is called while waiting (the runner renews its
+    lease there)."""
+    if not folder or need_bytes <= 0 or capacity_bytes <= 0:
+        yield 0.0
+        return
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    key = f"{os.getpid()}:{os.urandom(6).hex()}"
+    start = time.monotonic()
+    last_call = start
+    lock_fd = os.open(root / LEDGER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        while True:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                ledger = _read_ledger(root)
+                used = sum(int(n) for n in ledger.values())
+                if not ledger or used + need_bytes <= capacity_bytes or (
+                        time.monotonic() - start > max_wait_s):
+                    ledger[key] = int(need_bytes)
+                    _write_ledger(root, ledger)
+                    break
+            finally:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            time.sleep(poll_s)
+            if on_wait is not None and time.monotonic() - last_call >= 2.0:
+                last_call = time.monotonic()
+                on_wait(last_call - start)
+        try:
+            yield time.monotonic() - start
+        finally:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                ledger = _read_ledger(root)
+                ledger.pop(key, None)
+                _write_ledger(root, ledger)
+            finally:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+    finally:
+        os.close(lock_fd)
+
+
+def _read_ledger(root: Path) -> dict[str, int]:
+    """The ledger, without the entries of processes that died without leaving it."""
+    try:
+        data = json.loads((root / LEDGER).read_text() or "{}")
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        return {}
+    out: dict[str, int] = {}
+    for key, value in data.items():
+        pid = str(key).split(":", 1)[0]
+        if pid.isdigit() and _alive(int(pid)) and isinstance(value, int):
+            out[str(key)] = value
+    return out
+
+
+def _write_ledger(root: Path, ledger: dict[str, int]) -> None:
+    tmp = root / f"{LEDGER}.{os.getpid()}"
+    tmp.write_text(json.dumps(ledger))
+    os.replace(tmp, root / LEDGER)

@@ -1,0 +1,62 @@
+"""What a job needs to share its GPU with the other evaluations on it (evaluation/harness/gate.py).
+
+Every kind of work a runner does on a device (evaluations, re-verifications, validations,
+baselines, Nsight Compute reports) names the same gate, so that none of it runs while another
+is timed. With `RUNNER_EVALUATIONS_PER_GPU` at 1, or on the CPU, jobs name no gate and each has
+its device alone, as before.
+"""
+
+import os
+
+from django.conf import settings
+
+from evaluation.models import Hardware
+from problems.models import ProblemVersion, Validation
+
+GIB = 1 << 30
+# Two CUDA contexts (judge and worker), the L2 flush buffer, the allocators' slack.
+EVALUATION_OVERHEAD_BYTES = 3 * GIB
+# A problem never validated on this hardware: assumed this large.
+UNKNOWN_PEAK_BYTES = 8 * GIB
+# The share of the device's memory that admitted evaluations may expect to use together.
+ADMIT_SHARE = 0.9
+
+
+def shares_devices(hardware: Hardware) -> bool:
+    return hardware.kind != Hardware.Kind.CPU and settings.RUNNER_EVALUATIONS_PER_GPU > 1
+
+
+def gate_dir(hardware: Hardware) -> str | None:
+    """This worker's device's gate folder (the runner names the device in the environment)."""
+    if not shares_devices(hardware):
+        return None
+    device = os.environ.get("KBSITE_DEVICE_INDEX", "0")
+    return str(settings.RUNNER_GATE_DIR / f"{hardware.slug}-gpu{device}")
+
+
+def memory_need_bytes(version: ProblemVersion | None, hardware: Hardware) -> int:
+    """What an evaluation of this problem is expected to hold on the device: its reference's
+    validated peak three times over (the judge's inputs and expected outputs, the worker's
+    inputs and outputs, the transfer between them) plus the processes' own."""
+    peak = None
+    if version is not None:
+        peak = (
+            Validation.objects.filter(problem_version=version, hardware=hardware,
+                                      peak_memory_bytes__isnull=False)
+            .order_by("-finished_at")
+            .values_list("peak_memory_bytes", flat=True)
+            .first()
+        )
+    return EVALUATION_OVERHEAD_BYTES + 3 * int(peak if peak is not None else UNKNOWN_PEAK_BYTES)
+
+
+def sharing_fields(hardware: Hardware, version: ProblemVersion | None) -> dict:
+    """The job's gate fields: none when the device is not shared."""
+    folder = gate_dir(hardware)
+    if folder is None:
+        return {}
+    return {
+        "gate_dir": folder,
+        "memory_need_bytes": memory_need_bytes(version, hardware),
+        "device_memory_bytes": int(ADMIT_SHARE * (hardware.memory_bytes or 0)),
+    }

@@ -1,0 +1,151 @@
+"""One device, several evaluations (evaluation/harness/gate.py): untimed steps share it, a timing
+has it alone, and memory admits an evaluation only when it fits.
+
+The lock tests use threads, each with its own DeviceGate: flock treats each open of the file as
+its own lock holder, as it treats the judges' processes. The last test runs real evaluations at
+once through run_job and reads when each was timed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from evaluation.harness import gate
+from evaluation.harness.gate import DeviceGate
+from evaluation.harness.sandbox import run_job
+
+from .problems import RELU
+
+
+def _log_step(folder: Path, kind: str, name: str, log: list, hold_s: float,
+              started: threading.Event | None = None) -> None:
+    g = DeviceGate(folder)
+    step = g.exclusive() if kind == "exclusive" else g.shared()
+    with step:
+        if started is not None:
+            started.set()
+        log.append(("in", name, time.monotonic()))
+        time.sleep(hold_s)
+        log.append(("out", name, time.monotonic()))
+    g.close()
+
+
+def _span(log: list, name: str) -> tuple[float, float]:
+    start = next(t for kind, n, t in log if kind == "in" and n == name)
+    end = next(t for kind, n, t in log if kind == "out" and n == name)
+    return start, end
+
+
+def test_a_timing_waits_for_the_untimed_step_in_progress_and_no_step_starts_while_it_runs(
+        tmp_path: Path):
+    log: list = []
+    first_in = threading.Event()
+    untimed = threading.Thread(target=_log_step,
+                               args=(tmp_path, "shared", "trial", log, 0.3, first_in))
+    untimed.start()
+    first_in.wait(5)
+    timing = threading.Thread(target=_log_step, args=(tmp_path, "exclusive", "timing", log, 0.3))
+    timing.start()
+    time.sleep(0.1)  # the timing is waiting for the trial now, holding the turnstile
+    later = threading.Thread(target=_log_step, args=(tmp_path, "shared", "later", log, 0.05))
+    later.start()
+    for t in (untimed, timing, later):
+        t.join(10)
+    trial, timed, after = _span(log, "trial"), _span(log, "timing"), _span(log, "later")
+    assert timed[0] >= trial[1], "the timing began only once the step in progress had ended"
+    assert after[0] >= timed[1], "a step asked for while the timing waited came after it"
+
+
+def test_a_holder_that_never_lets_go_ends_the_wait_at_the_evaluations_deadline(tmp_path: Path):
+    """A stopped or hung process holding a step (a spare stopped by its runner once did) must
+    not hold a timing back for ever: the waiting judge gives up at its own deadline."""
+    holder = DeviceGate(tmp_path)
+    waiter = DeviceGate(tmp_path, deadline=time.monotonic() + 0.3)
+    with holder.shared():
+        t0 = time.monotonic()
+        try:
+            with waiter.exclusive():
+                raise AssertionError("the gate was taken while held")
+        except TimeoutError:
+            pass
+        assert 0.25 <= time.monotonic() - t0 < 2.0
+    with DeviceGate(tmp_path, deadline=time.monotonic() + 1).exclusive():
+        pass  # let go: free again
+
+
+def test_untimed_steps_of_several_evaluations_run_at_once(tmp_path: Path):
+    log: list = []
+    threads = [threading.Thread(target=_log_step, args=(tmp_path, "shared", f"s{i}", log, 0.3))
+               for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    spans = [_span(log, f"s{i}") for i in range(3)]
+    assert max(s for s, _ in spans) < min(e for _, e in spans), "all three overlapped"
+
+
+def test_without_a_folder_the_gate_does_nothing(tmp_path: Path):
+    g = DeviceGate(None)
+    with g.exclusive(), g.shared():
+        pass
+    assert not g.active and g.waited_s == 0.0
+
+
+def test_memory_admits_what_fits_and_holds_the_rest_until_room_is_made(tmp_path: Path):
+    admitted_at: dict[str, float] = {}
+    left_at: dict[str, float] = {}
+
+    def evaluation(name: str, need: int, hold_s: float) -> None:
+        with gate.admitted(tmp_path, need, 100, poll_s=0.02):
+            admitted_at[name] = time.monotonic()
+            time.sleep(hold_s)
+            left_at[name] = time.monotonic()
+
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(evaluation, "a", 60, 0.4)
+        time.sleep(0.1)
+        second = pool.submit(evaluation, "b", 30, 0.1)  # 60 + 30 fit
+        third = pool.submit(evaluation, "c", 50, 0.1)  # 60 + 30 + 50 do not
+        for f in (first, second, third):
+            f.result(10)
+    assert admitted_at["b"] < left_at["a"], "what fits starts at once"
+    assert admitted_at["c"] >= left_at["a"] - 0.01, "what does not waits for room"
+    assert gate._read_ledger(tmp_path) == {}, "every evaluation left the ledger"
+
+
+def test_one_evaluation_alone_is_always_admitted_and_dead_ones_leave_the_ledger(tmp_path: Path):
+    gate._write_ledger(tmp_path, {f"{2**22 + 12345}:1": 10**12})  # a pid that cannot exist
+    with gate.admitted(tmp_path, 500, 100) as waited:
+        assert waited < 1.0
+        assert list(gate._read_ledger(tmp_path).values()) == [500]
+
+
+def test_evaluations_sharing_a_device_are_timed_one_at_a_time(tmp_path: Path):
+    """Three real evaluations at once on one gate: all correct, their timed windows disjoint."""
+    job = {
+        "reference_source": RELU,
+        "candidate_source": RELU.replace("class Model(", "class ModelNew("),
+        "device": "cpu",
+        "n_trials": 2,
+        # Each side timed for a second and a half: long enough that, ungated, the three
+        # evaluations' timings overlap.
+        "timing": {"warmup": 2, "min_reps": 100000, "max_reps": 100000, "max_seconds": 1.5,
+                   "warmup_ms": 0},
+        "time_limit_s": 120,
+        "gate_dir": str(tmp_path / "gate"),
+        "memory_need_bytes": 1,
+        "device_memory_bytes": 10,
+    }
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda seed: run_job({**job, "seed": seed}), (1, 2, 3)))
+    assert [r["verdict"] for r in results] == ["correct"] * 3, [r["error"] for r in results]
+    windows = sorted(tuple(r["timing_window"]) for r in results)
+    for (_, end), (start, _) in zip(windows, windows[1:], strict=False):
+        assert start >= end, f"timed at once: {windows}"
+    assert all("gate_wait" in r["phases"] for r in results)
+    assert not os.listdir(tmp_path / "gate") or gate._read_ledger(tmp_path / "gate") == {}

@@ -1,0 +1,75 @@
+"""A runner's jobs on a GPU name the device's gate, the memory they are expected to need (from
+the problem's validated peak) and the device's, so that several evaluations share it; CPU jobs,
+and GPUs set to one evaluation at a time, name none."""
+
+import pytest
+
+from evaluation.harness.config import normalize_job
+from evaluation.models import Hardware
+from gpu_runner.curation import baseline_job, validation_job
+from gpu_runner.management.commands.runner import worker_env
+from gpu_runner.services import build_job
+from gpu_runner.sharing import EVALUATION_OVERHEAD_BYTES, UNKNOWN_PEAK_BYTES
+from problems.models import Validation
+from submissions.services import submission_create
+from tests.conftest import kernel_source
+
+GIB = 1 << 30
+
+
+@pytest.fixture
+def h200(db):
+    return Hardware.objects.create(slug="h200", name="NVIDIA H200", kind=Hardware.Kind.GPU,
+                                   memory_bytes=140 * GIB, gpu_count=1,
+                                   backends=["torch", "triton", "cuda"])
+
+
+def _submission(user, problem, hardware):
+    return submission_create(user=user, problem=problem, source=kernel_source("relu_correct.py"),
+                             backend="torch", hardware=hardware)
+
+
+def _validated(problem, hardware, peak: int) -> Validation:
+    validation = Validation.objects.create(problem_version=problem.current_version,
+                                           hardware=hardware)
+    validation.claim(runner_name="test-runner", lease_seconds=60)
+    validation.finish(findings=[], reference_ms=0.5, peak_memory_bytes=peak)
+    return validation
+
+
+def test_a_gpu_job_names_its_devices_gate_and_three_times_the_validated_peak(
+        user, relu_problem, h200, settings, monkeypatch, tmp_path):
+    settings.RUNNER_EVALUATIONS_PER_GPU = 4
+    settings.RUNNER_GATE_DIR = tmp_path / "gates"
+    monkeypatch.setenv("KBSITE_DEVICE_INDEX", "3")
+    submission = _submission(user, relu_problem, h200)
+    before = build_job(submission)
+    assert before["memory_need_bytes"] == EVALUATION_OVERHEAD_BYTES + 3 * UNKNOWN_PEAK_BYTES
+
+    validation = _validated(relu_problem, h200, 2 * GIB)
+    job = build_job(submission)
+    assert job["gate_dir"] == str(tmp_path / "gates" / "h200-gpu3")
+    assert job["memory_need_bytes"] == EVALUATION_OVERHEAD_BYTES + 6 * GIB
+    assert job["device_memory_bytes"] == int(0.9 * 140 * GIB)
+    # Validations and baselines of the device take the same gate (they time alone).
+    assert validation_job(validation, seed=1)["gate_dir"] == job["gate_dir"]
+    assert baseline_job(relu_problem, h200, modes=["eager"], time_limit_s=60)["gate_dir"] == (
+        job["gate_dir"])
+
+
+def test_cpu_jobs_and_a_gpu_set_to_one_evaluation_at_a_time_share_nothing(
+        user, relu_problem, cpu_hardware, h200, settings):
+    settings.RUNNER_EVALUATIONS_PER_GPU = 4
+    cpu_job = normalize_job(build_job(_submission(user, relu_problem, cpu_hardware)))
+    assert cpu_job["gate_dir"] is None and cpu_job["memory_need_bytes"] == 0
+    settings.RUNNER_EVALUATIONS_PER_GPU = 1
+    assert "gate_dir" not in build_job(_submission(user, relu_problem, h200))
+
+
+def test_a_gpus_cluster_runs_the_configured_number_of_evaluations_and_a_cpu_slot_one(
+        h200, cpu_hardware, settings):
+    settings.RUNNER_EVALUATIONS_PER_GPU = 3
+    gpu = worker_env(h200, "host:h200:1:dev0", 0)
+    assert gpu["Q_WORKERS"] == "3"
+    assert gpu["CUDA_VISIBLE_DEVICES"] == gpu["KBSITE_DEVICE_INDEX"] == "0"
+    assert worker_env(cpu_hardware, "host:cpu:1", None)["Q_WORKERS"] == "1"
