@@ -556,6 +556,12 @@ class Judge:
         # Nothing is timed from here on (the runner lets the next evaluation's processes
         # start again).
         self.phase("profiling")
+        if self.profiler is not None:
+            # Its profiler may still be starting (seconds of host work): waited for outside the
+            # gate, so that no other evaluation's timing waits on it too.
+            t0 = time.perf_counter()
+            self.profiler.collect(self.deadline)
+            self.add_phase_time("profiler_ready_wait", time.perf_counter() - t0)
         with self.gate.shared():
             self._profile(sets)
             self._final_state()
@@ -636,9 +642,7 @@ class Judge:
         (the timed worker then makes them, as without one)."""
         profiler = self.profiler
         assert profiler is not None
-        t0 = time.perf_counter()
-        replies = profiler.collect(self.deadline)
-        self.add_phase_time("profiler_ready_wait", time.perf_counter() - t0)
+        replies = profiler.collect(self.deadline)  # collected already, before the gate
         facts = {"warm_s": replies.get("warm", {}).get("warm_s")}
         if not replies.get("load", {}).get("ok"):
             facts["error"] = str(replies.get("load", {}).get("error") or "no load reply")[:300]
