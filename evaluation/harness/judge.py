@@ -21,6 +21,7 @@ import ctypes
 import importlib
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -133,6 +134,7 @@ class WorkerHandle:
         try:
             if header is not None:
                 self.channel.send(header, value)
+            self._wait_readable(deadline)
             reply, out = self.channel.recv(timeout=max(deadline - time.monotonic(), 0.001))
         except TimeoutError:
             self.kill()
@@ -145,6 +147,21 @@ class WorkerHandle:
         if "pid" in reply and isinstance(reply["pid"], int):
             self.pids.add(reply["pid"])
         return reply, out
+
+    def _wait_readable(self, deadline: float) -> None:
+        """Until the worker's reply starts, or its process is gone: a sandbox that failed to
+        start (bwrap exits, its reply never comes) ends the evaluation at once, not at its
+        time limit. Only whole frames are read after this, so nothing is read twice."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no reply in time")
+            ready, _, _ = select.select([self.channel.rfd], [], [], min(left, 0.5))
+            if ready:
+                return
+            if self.proc.poll() is not None:
+                raise OSError(f"the worker's process exited ({self.proc.returncode}) without "
+                              f"replying: {self.stderr.text(wait=0.2)[-300:]}")
 
     def crash_verdict(self, phase: str, exc: BaseException) -> Verdict:
         try:

@@ -143,3 +143,34 @@ def test_under_unshare_a_sigkilled_child_is_recognised_from_unshares_exit():
     other = sandbox._judge_died(make_job(p.RELU, p.RELU), 1, "Traceback ...", None)
     assert other["verdict"] == "harness_error"
     assert "exited with status 1" in other["error"]
+
+
+def test_a_worker_whose_sandbox_fails_to_start_ends_at_once_not_at_the_time_limit(
+        tmp_path, monkeypatch):
+    """bwrap exited with an error while something it started kept the worker's pipe open (the
+    judge's /proc once made a second sandbox fail so): the judge sees the process gone within a
+    second, instead of waiting for a reply until the evaluation's time limit."""
+    import pytest
+
+    from evaluation.harness import jail
+    from evaluation.harness.config import DEFAULT_LIMITS
+    from evaluation.harness.judge import Verdict, WorkerHandle
+
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\nsleep 30 &\necho 'bwrap: cannot start' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    slot = tmp_path / "slot"
+    slot.mkdir()
+    decision = jail.for_job("cpu", slot, 512)
+    if decision.get("mode") != "bwrap":
+        pytest.skip("no bubblewrap sandbox on this host")
+    monkeypatch.setenv(jail.JAIL_ENV, json.dumps({**decision, "bwrap": str(fake)}))
+    handle = WorkerHandle("cpu", dict(DEFAULT_LIMITS), 4096, tmp_path / "worker")
+    started = time.monotonic()
+    try:
+        with pytest.raises(Verdict) as ended:
+            handle.request(None, deadline=time.monotonic() + 30, phase="start")
+    finally:
+        handle.kill()
+    assert time.monotonic() - started < 5
+    assert ended.value.verdict == "runtime_error", ended.value
