@@ -73,3 +73,5 @@ def test_a_gpus_cluster_runs_the_configured_number_of_evaluations_and_a_cpu_slot
     assert gpu["Q_WORKERS"] == "3"
     assert gpu["CUDA_VISIBLE_DEVICES"] == gpu["KBSITE_DEVICE_INDEX"] == "0"
     assert worker_env(cpu_hardware, "host:cpu:1", None)["Q_WORKERS"] == "1"
+    # A CPU host's slots are numbered like GPUs (runner --devices 2): still one each.
+    assert worker_env(cpu_hardware, "host:cpu:1:dev1", 1)["Q_WORKERS"] == "1"

@@ -154,8 +154,9 @@ def worker_env(hardware, name: str, device: int | None) -> dict[str, str]:
         **os.environ,
         "Q_CLUSTER_NAME": hardware.queue_name,
         "KBSITE_RUNNER_NAME": name,
-        "Q_WORKERS": str(max(1, settings.RUNNER_EVALUATIONS_PER_GPU) if device is not None
-                         else 1),
+        # CPU slots are numbered too (`--devices N`): the hardware's kind decides.
+        "Q_WORKERS": str(max(1, settings.RUNNER_EVALUATIONS_PER_GPU)
+                         if hardware.kind != hardware.Kind.CPU else 1),
         # The next judge and worker start ahead (imports, CUDA context) while one runs;
         # each pair serves exactly one evaluation.
         "KB_HARNESS_PRESTART": os.environ.get("KB_HARNESS_PRESTART", "1"),
