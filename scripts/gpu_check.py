@@ -353,6 +353,8 @@ EXPLOITS = [
           "correct", ("backend_not_used",)),
     _case("Triton claimed, PyTorch runs", GELU, EXPLOITS_DIR / "triton_never_called.py",
           "triton", "correct", ("backend_not_used",), gpu_only=False),
+    _case("Triton claimed, fails when profiled", RELU, SUITE / "fails_when_profiled.py",
+          "triton", "runtime_error", gpu_only=False),
     _case("precision downgrade (TF32)", MATMUL, EXPLOITS_DIR / "tf32_matmul.py", "torch",
           "correct", ("precision_downgrade",), **LOOSE),
     # The CPU suite's kernels, on the GPU.

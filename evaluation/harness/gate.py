@@ -9,8 +9,9 @@ device.
 The judges (trusted, ours) drive every step of their evaluation, so they take turns through two
 file locks in the device's gate folder, which the runner names in the job (`gate_dir`):
 
-- `shared()` around each untimed step that uses the device (a correctness trial, the reference
-  on its inputs, the transfer of the timing sets, the profiled call): any number at once;
+- `shared()` around each untimed step that uses the device (the correctness trials, with the
+  profiling worker's calls beside them until it has replied; the reference on its inputs; the
+  transfer of the timing sets; a profiled call made after the timing): any number at once;
 - `exclusive()` around the timed calls, candidate and reference: it waits until the steps in
   progress have ended (each ends with the device synchronised) and lets none start meanwhile.
 

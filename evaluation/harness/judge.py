@@ -179,12 +179,14 @@ class WorkerHandle:
         return Verdict("runtime_error",
                        f"the candidate process exited with status {rc} during {phase}")
 
-    def kill(self) -> None:
+    def kill(self, *, wait: bool = True) -> None:
         if self.proc.poll() is None:
             try:
                 self.proc.kill()
             except OSError:
                 pass
+            if not wait:
+                return
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -209,10 +211,11 @@ class Profiler:
     The first device-profiler session of a process takes seconds (CUPTI), and a process that
     has run one launches small kernels slower, so the timed worker never profiles. This one is
     started with the evaluation (ahead of it with a spare judge, pool.py) and starts its
-    profiler at once; it loads the candidate from the build folder once the timed worker has
-    built it, while the trials run; after the timing it makes the profiled calls, candidate
-    then reference, on the first timing set. Its replies are collected in order when needed.
-    What it reports is evidence, like the timed worker's, never a timing."""
+    profiler at once. Once the timed worker has built the candidate, this one loads it from the
+    build folder and makes the profiled calls, candidate then reference, on a set it draws from
+    the problem's get_inputs(): beside the correctness trials when its profiler is up by then,
+    else after the timing. Its replies are collected in order when needed. What it reports is
+    evidence, like the timed worker's, never a timing."""
 
     def __init__(self, handle: WorkerHandle, *, warm_posted: bool):
         self.handle = handle
@@ -225,6 +228,23 @@ class Profiler:
     def post(self, header: dict, value: Any = None, *, what: str) -> None:
         self.handle.post(header, value, phase="profiling")
         self.pending.append(what)
+
+    def warm_now(self, deadline: float) -> bool:
+        """Whether its start and its profiler's warm-up have both replied, without waiting."""
+        while self.pending and self.pending[0] in ("ready", "warm"):
+            readable, _, _ = select.select([self.handle.channel.rfd], [], [], 0)
+            if not readable:
+                return False
+            what = self.pending.pop(0)
+            self.replies[what], _ = self.handle.request(None, deadline=deadline,
+                                                        phase="profiling")
+        return True
+
+    def start_calls(self, load: dict, init_inputs: Any, request: dict) -> None:
+        """Load the built candidate, then the profiled calls on a set drawn there: neither
+        carries tensors of ours, so both go at once and run while the judge does other work."""
+        self.post(load, init_inputs, what="load")
+        self.post(request, what="profile")
 
     def collect(self, deadline: float) -> dict[str, dict]:
         while self.pending:
@@ -338,16 +358,20 @@ class Judge:
                 else:
                     self.result.setdefault("details", {})[key] = value
         finally:
+            t_teardown = time.perf_counter()
             if self.gate.active:
                 self.result["phases"]["gate_wait"] = self.gate.waited_s
             self.gate.close()
             if self.profiler is not None:
-                self.profiler.handle.kill()  # it may still be starting its profiler: no wait
+                # Not waited for: its exit (a CUDA context, CUPTI) overlaps the worker's, and
+                # the runner ends whatever is left of the evaluation's processes before the next.
+                self.profiler.handle.kill(wait=False)
             if self.worker is not None:
                 self.worker.close()
                 self.result["logs"] = self.worker.logs()
                 self.result["pids"] = sorted(self.worker.pids | (
                     self.profiler.handle.pids if self.profiler is not None else set()))
+            self.add_phase_time("teardown", time.perf_counter() - t_teardown)
         self.result["mode"] = job.get("mode", "evaluate")
         self.result["correct"] = self.result["verdict"] == "correct"
         self.result["backend"] = job["backend"]
@@ -415,6 +439,8 @@ class Judge:
             # Inputs the judge alone uses (output shapes, costs), and the checks' own draws.
             "probe": derive_seed(seed, "probe"),
             "checks": derive_seed(seed, "checks"),
+            # The set the profiling process draws for its calls (judge.Profiler).
+            "profile": derive_seed(seed, "profile"),
         }
         self.result["seeds"] = seeds
         try:
@@ -463,9 +489,6 @@ class Judge:
         }
         if not reply.get("ok"):
             raise self._failure(reply)
-        if self.profiler is not None:
-            # Built now: the profiling process loads it from the build folder meanwhile.
-            self.profiler.post(load, init_inputs, what="load")
 
         if job.get("mode") == "compile":
             # Build (and cache) only: lets a runner compile ahead on CPU cores while the GPU
@@ -480,72 +503,29 @@ class Judge:
                                                "init_inputs_sent": describe(init_inputs)})
         self.flag_all(*exploits.state_flags(probe))
 
-        # Correctness.
+        # Correctness, and (where its profiler is up) the profiling process's calls beside it:
+        # one untimed step, whose hold on the device lasts until the profiler has replied.
         self.phase("checking")
         pattern = exploits.poison_pattern(seeds["checks"])
         left_running = exploits.LeftRunning()
         earlier_expected: list[Any] = []
-        for k in range(1, n + 1):
-            with self.gate.shared():  # one step: the call, the reference, the check
-                self.events.emit({"type": "trial", "k": k, "n": n})
-                t0 = time.perf_counter()
-                inputs = make_inputs(reference, seeds["trials"][k - 1], device, precision)
-                self.add_phase_time("inputs", time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                header = {"cmd": "run", "k": k,
-                          "poison": {"pattern": pattern, "nbytes": self.checks.get("output_nbytes",
-                                                                                   [])}}
-                reply, outputs = self.worker.request(header, inputs, deadline=self.deadline,
-                                                     phase=f"trial {k}")
-                self._note_memory(f"trial {k}", reply.get("memory_gb"))
-                if not reply.get("ok"):
-                    self.add_phase_time("correctness", time.perf_counter() - t0)
-                    self.result["trials"].append({"k": k, "passed": False,
-                                                  "error": reply.get("error", "")})
-                    raise self._failure(reply)
-                worker_flags = [f for f in reply.get("flags", []) if isinstance(f, str)][:10]
-                probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
-                flags, details = exploits.trial_flags(probe)
-                more, more_details = left_running.check(probe, k)
-                flags += [f for f in more if f not in flags]
-                details.update(more_details)
-                # Memory the kernel never wrote shows the judge's pattern. Mostly unwritten: the
-                # output is freed memory handed back (an exploit); a few elements: a bug, which
-                # the comparison below reports as incorrect.
-                stale = exploits.count_poison(outputs, pattern)
-                if stale and 2 * stale >= exploits.checked_elements(outputs):
-                    flags.append("stale_memory_output")
-                    details["stale_elements"] = stale
-                # Expected outputs only now, after the candidate has produced its own.
-                with torch.no_grad():
-                    expected = ref_model(*inputs)
-                trial = self._compare(k, expected, outputs)
-                if stale:
-                    trial["unwritten_elements"] = stale
-                if trial["passed"] and k == 1 and precision == "fp32":
-                    evidence = exploits.precision_evidence(ref_model, inputs, expected, outputs)
-                    self.checks["precision"] = evidence
-                    if evidence.get("downgrade"):
-                        flags.append("precision_downgrade")
-                if not trial["passed"]:
-                    flags += self._name_a_wrong_output(reference, ref_model, earlier_expected,
-                                                       outputs)
-                    trial["diagnosis"] = self._diagnose(ref_model, inputs, expected, outputs)
-                trial["flags"] = worker_flags + [f for f in flags if f not in worker_flags]
-                self.result["trials"].append(trial)
-                self.events.emit({"type": "trial_result", "k": k, "n": n, "passed": trial["passed"],
-                                  "max_abs_diff": trial["max_abs_diff"]})
-                if exploits.nbytes(earlier_expected, expected) <= exploits.KEEP_EXPECTED_BYTES:
-                    earlier_expected.append(expected)  # a cache keyed on addresses hits later
-                del expected, outputs, inputs
-                self._release_cached_memory()
-                self.add_phase_time("correctness", time.perf_counter() - t0)
-                for f in worker_flags:
-                    self.flag(f)
-                self.flag_all(flags, details)
-                self.reject_if_needed(trial["flags"], f"trial {k}")
-                if not trial["passed"]:
-                    raise Verdict("incorrect", f"trial {k}: {trial.get('reason', 'mismatch')}")
+        profile_request = self._profile_request()
+        early = (self.profiler is not None and profile_request is not None
+                 and self.profiler.warm_now(self.deadline))
+        with self.gate.shared():
+            try:
+                if early:
+                    self.profiler.start_calls(load, init_inputs, profile_request)
+                for k in range(1, n + 1):
+                    self._trial(k, reference, ref_model, pattern, left_running, earlier_expected)
+                if early:
+                    t0 = time.perf_counter()
+                    self.profiler.collect(self.deadline)
+                    self.add_phase_time("profile", time.perf_counter() - t0)
+            except BaseException:
+                if early:  # its device work ends before the device is let go
+                    self.profiler.handle.kill()
+                raise
         del earlier_expected
 
         if not job.get("measure", True):
@@ -573,18 +553,94 @@ class Judge:
         # Nothing is timed from here on (the runner lets the next evaluation's processes
         # start again).
         self.phase("profiling")
-        if self.profiler is not None:
-            # Its profiler may still be starting (seconds of host work): waited for outside the
-            # gate, so that no other evaluation's timing waits on it too.
+        late = self.profiler is not None and profile_request is not None and not early
+        if late:
+            # Its profiler was still starting when the trials began (seconds of host work):
+            # waited for outside the gate, so that no other evaluation's timing waits on it.
             t0 = time.perf_counter()
             self.profiler.collect(self.deadline)
             self.add_phase_time("profiler_ready_wait", time.perf_counter() - t0)
         with self.gate.shared():
-            self._profile(sets)
+            if late:
+                t0 = time.perf_counter()
+                self.profiler.start_calls(load, init_inputs, profile_request)
+                self.profiler.collect(self.deadline)
+                self.add_phase_time("profile", time.perf_counter() - t0)
+            self._profile(profile_request, beside_trials=early)
             self._final_state()
         self._speed_of_light()
         self.add_phase_time("checks", time.perf_counter() - t_checks)
         self.result["verdict"] = "correct"
+
+    def _trial(self, k: int, reference: Any, ref_model: Any, pattern: Any,
+               left_running: Any, earlier_expected: list) -> None:
+        """Correctness trial k: the candidate's call, then the reference's, then the check."""
+        import torch
+
+        from . import exploits
+        from .loading import make_inputs
+
+        job, device, precision = self.job, self.device, self.job["precision"]
+        n, seeds = job["n_trials"], self.result["seeds"]
+        self.events.emit({"type": "trial", "k": k, "n": n})
+        t0 = time.perf_counter()
+        inputs = make_inputs(reference, seeds["trials"][k - 1], device, precision)
+        self.add_phase_time("inputs", time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        header = {"cmd": "run", "k": k,
+                  "poison": {"pattern": pattern, "nbytes": self.checks.get("output_nbytes",
+                                                                           [])}}
+        reply, outputs = self.worker.request(header, inputs, deadline=self.deadline,
+                                             phase=f"trial {k}")
+        self._note_memory(f"trial {k}", reply.get("memory_gb"))
+        if not reply.get("ok"):
+            self.add_phase_time("correctness", time.perf_counter() - t0)
+            self.result["trials"].append({"k": k, "passed": False,
+                                          "error": reply.get("error", "")})
+            raise self._failure(reply)
+        worker_flags = [f for f in reply.get("flags", []) if isinstance(f, str)][:10]
+        probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
+        flags, details = exploits.trial_flags(probe)
+        more, more_details = left_running.check(probe, k)
+        flags += [f for f in more if f not in flags]
+        details.update(more_details)
+        # Memory the kernel never wrote shows the judge's pattern. Mostly unwritten: the
+        # output is freed memory handed back (an exploit); a few elements: a bug, which
+        # the comparison below reports as incorrect.
+        stale = exploits.count_poison(outputs, pattern)
+        if stale and 2 * stale >= exploits.checked_elements(outputs):
+            flags.append("stale_memory_output")
+            details["stale_elements"] = stale
+        # Expected outputs only now, after the candidate has produced its own.
+        with torch.no_grad():
+            expected = ref_model(*inputs)
+        trial = self._compare(k, expected, outputs)
+        if stale:
+            trial["unwritten_elements"] = stale
+        if trial["passed"] and k == 1 and precision == "fp32":
+            evidence = exploits.precision_evidence(ref_model, inputs, expected, outputs)
+            self.checks["precision"] = evidence
+            if evidence.get("downgrade"):
+                flags.append("precision_downgrade")
+        if not trial["passed"]:
+            flags += self._name_a_wrong_output(reference, ref_model, earlier_expected,
+                                               outputs)
+            trial["diagnosis"] = self._diagnose(ref_model, inputs, expected, outputs)
+        trial["flags"] = worker_flags + [f for f in flags if f not in worker_flags]
+        self.result["trials"].append(trial)
+        self.events.emit({"type": "trial_result", "k": k, "n": n, "passed": trial["passed"],
+                          "max_abs_diff": trial["max_abs_diff"]})
+        if exploits.nbytes(earlier_expected, expected) <= exploits.KEEP_EXPECTED_BYTES:
+            earlier_expected.append(expected)  # a cache keyed on addresses hits later
+        del expected, outputs, inputs
+        self._release_cached_memory()
+        self.add_phase_time("correctness", time.perf_counter() - t0)
+        for f in worker_flags:
+            self.flag(f)
+        self.flag_all(flags, details)
+        self.reject_if_needed(trial["flags"], f"trial {k}")
+        if not trial["passed"]:
+            raise Verdict("incorrect", f"trial {k}: {trial.get('reason', 'mismatch')}")
 
     def _note_memory(self, where: str, worker: Any = None) -> None:
         """Device memory at a step, on both sides (GB): what to look at when an evaluation of
@@ -654,46 +710,62 @@ class Judge:
             return ["seed_replay"]
         return []
 
-    def _profile_in_profiler(self, request: dict, sets: list) -> dict | None:
-        """The profiled calls in the profiling process; None when it could not load the kernel
-        (the timed worker then makes them, as without one)."""
-        profiler = self.profiler
-        assert profiler is not None
-        replies = profiler.collect(self.deadline)  # collected already, before the gate
-        facts = {"warm_s": replies.get("warm", {}).get("warm_s")}
-        if not replies.get("load", {}).get("ok"):
-            facts["error"] = str(replies.get("load", {}).get("error") or "no load reply")[:300]
-            self.checks["profiler"] = facts
-            return None
-        reply, _ = profiler.handle.request({"cmd": "sets"}, sets[:1], deadline=self.deadline,
-                                           phase="profiling")
-        if reply.get("ok"):
-            reply, _ = profiler.handle.request({**request, "warmup": True},
-                                               deadline=self.deadline, phase="profiling")
-        facts["process"] = "profiler"
-        self.checks["profiler"] = facts
-        return reply
-
-    def _profile(self, sets: list) -> None:
-        """A separate, untimed call under the profilers: does the claimed backend do the work,
-        and where does the time go (the per-kernel table, candidate and reference)?"""
-        from . import exploits
-
-        backend = self.job["backend"]
+    def _profile_request(self) -> dict | None:
+        """The profiled call's request, or None where nothing is profiled (PyTorch on a CPU)."""
         on_gpu = self.device != "cpu"
-        if backend == "torch" and not on_gpu:
-            return
-        t0 = time.perf_counter()
+        if self.job["backend"] == "torch" and not on_gpu:
+            return None
         request: dict[str, Any] = {"cmd": "profile"}
         if on_gpu:
             request.update({"reference_source": self.job["reference_source"],
                             "init_seed": self.result["seeds"].get("init"),
                             "precision": self.job["precision"]})
-        reply = self._profile_in_profiler(request, sets) if self.profiler is not None else None
+        if self.profiler is not None:
+            # Its first call (Triton's compile or autotuning, lazy set-up) stays out of the
+            # profile; its inputs are drawn there, from the problem's get_inputs().
+            request.update({"warmup": True, "draw": {
+                "seed": self.result["seeds"]["profile"],
+                "reference_source": self.job["reference_source"],
+                "precision": self.job["precision"]}})
+        return request
+
+    def _profile(self, request: dict | None, *, beside_trials: bool = False) -> None:
+        """A separate, untimed call under the profilers: does the claimed backend do the work,
+        and where does the time go (the per-kernel table, candidate and reference)? Its reply
+        comes from the profiling process where there is one and it loaded the kernel; else the
+        timed worker makes the call now, on its first timing set."""
+        from . import exploits
+
+        if request is None:
+            return
+        backend = self.job["backend"]
+        on_gpu = self.device != "cpu"
+        t0 = time.perf_counter()
+        reply = None
+        if self.profiler is not None:
+            replies = self.profiler.replies
+            facts: dict[str, Any] = {"warm_s": replies.get("warm", {}).get("warm_s"),
+                                     "beside_trials": beside_trials}
+            if replies.get("load", {}).get("ok") and replies.get("profile", {}).get("ok"):
+                reply = replies["profile"]
+                facts["process"] = "profiler"
+            else:  # the timed worker makes the call below, whose failure is the kernel's
+                failed = replies.get("profile") if replies.get("load", {}).get("ok") else (
+                    replies.get("load"))
+                facts["error"] = str((failed or {}).get("error") or "no reply")[:300]
+            self.checks["profiler"] = facts
         if reply is None:
-            reply, _ = self.worker.request(request, deadline=self.deadline, phase="profiling")
+            plain = {k: v for k, v in request.items() if k not in ("warmup", "draw")}
+            reply, _ = self.worker.request(plain, deadline=self.deadline, phase="profiling")
         self.add_phase_time("profile", time.perf_counter() - t0)
         if not reply.get("ok"):
+            if reply.get("verdict") != "harness_error":
+                # The kernel's own failure in an ordinary call on the problem's inputs: an
+                # honest kernel does not fail for being profiled, and one that did would leave
+                # its backend unjudged (tests/exploits: fails_when_profiled).
+                failure = self._failure(reply)
+                raise Verdict(failure.verdict, "the profiled call (one untimed call under the "
+                              f"profiler) failed: {failure.error}", **failure.fields)
             self.checks["backend"] = {"error": str(reply.get("error") or "")[:500]}
             return
         kernels = (self.result.get("static_report") or {}).get("kernels") or {}
@@ -1019,10 +1091,13 @@ def run_mode(job: dict, events: Events, workdir: Path) -> dict:
     except ImportError:
         return {"verdict": "harness_error", "correct": False, "error": f"unknown mode {mode!r}",
                 "evaluator_version": EVALUATOR_VERSION}
-    # Validations and baselines time the reference throughout: the device is theirs alone.
+    # Validations and baselines time the reference throughout: the device is theirs alone. A
+    # baseline job that only compiles ahead (measure=False) times nothing, and several of them
+    # compile side by side (gpu_runner.curation.baselines_compile_ahead): shared.
     gate = DeviceGate(job.get("gate_dir"))
+    hold = gate.exclusive if job.get("measure", True) else gate.shared
     try:
-        with gate.exclusive():
+        with hold():
             return module.run(job, events, workdir)
     finally:
         gate.close()

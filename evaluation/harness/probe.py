@@ -675,7 +675,8 @@ class ProbeWorker(Worker):
         return reply, {"samples": recorder.samples, "late": late}
 
     def profile(self, header: dict | None = None) -> tuple[dict, Any]:
-        """One more call, on the first timing set, under the profilers (never timed).
+        """One more call, on the first timing set (or, in a profiling process, a set it draws
+        itself: header "draw"), under the profilers (never timed).
 
         On an H200 the first CUDA profiler session of a process takes 4 to 6.5 s to start (CUPTI),
         most of an already compiled kernel's evaluation; later ones take a millisecond. It is
@@ -687,9 +688,19 @@ class ProbeWorker(Worker):
         its source: the profiler is already up in this process (a millisecond), where starting it
         in the judge would cost seconds. The figures are for reading (the per-kernel table), never
         for a verdict: this process is the candidate's."""
+        header = header or {}
+        draw = header.get("draw") if isinstance(header.get("draw"), dict) else None
+        if draw and self.model is not None:
+            # A profiling process draws its own set from the problem's get_inputs(), so that
+            # its calls need no transfer and can run beside the correctness trials.
+            try:
+                self.sets = [make_inputs(self.reference_copy(str(draw["reference_source"])),
+                                         int(draw.get("seed") or 0), self.device,
+                                         str(draw.get("precision") or "fp32"))]
+            except BaseException as exc:
+                return self._failure(exc, "harness_error", "profile inputs"), None
         if not self.sets or self.model is None:
             return {"ok": False, "verdict": "harness_error", "error": "nothing to profile"}, None
-        header = header or {}
         inputs = self.sets[0]
         if header.get("warmup"):
             # A profiling process (judge.Profiler) has not called the kernel yet: its first

@@ -358,6 +358,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
                 if result is not None:
                     break  # the judge has said all; what is left of the tree goes below
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
+        t_cleanup = time.monotonic()
         launch.kill_group()
         try:
             rc = proc.wait(timeout=10)
@@ -428,6 +429,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
         phases["process_start"] = process_start_s
     if startup_s is not None:
         phases["startup"] = startup_s
+    phases["cleanup"] = time.monotonic() - t_cleanup
     phases["total"] = time.monotonic() - t_begin
     result["phases"] = phases
     result["correct"] = result.get("verdict") == "correct"

@@ -149,3 +149,25 @@ def test_evaluations_sharing_a_device_are_timed_one_at_a_time(tmp_path: Path):
         assert start >= end, f"timed at once: {windows}"
     assert all("gate_wait" in r["phases"] for r in results)
     assert not os.listdir(tmp_path / "gate") or gate._read_ledger(tmp_path / "gate") == {}
+
+
+def _baseline_job(tmp_path: Path, *, measure: bool) -> dict:
+    return {"mode": "baseline", "reference_source": RELU, "precision": "fp32", "device": "cpu",
+            "seed": 1, "baseline_modes": ["eager"], "measure": measure, "time_limit_s": 8,
+            "gate_dir": str(tmp_path / "gate"), "memory_need_bytes": 1,
+            "device_memory_bytes": 10}
+
+
+def test_a_baseline_that_only_compiles_ahead_shares_the_device_and_one_that_times_waits(
+        tmp_path: Path):
+    """Compiling ahead times nothing, so several run side by side (curation's compile-ahead
+    pass); a baseline that times waits until the device is free of untimed work."""
+    holder = DeviceGate(tmp_path / "gate")
+    with holder.shared():
+        ahead = run_job(_baseline_job(tmp_path, measure=False))
+        timed = run_job(_baseline_job(tmp_path, measure=True))
+    holder.close()
+    assert ahead["verdict"] == "measured", ahead["error"]
+    assert timed["verdict"] != "measured", "a timed baseline ran while the device was in use"
+    after = run_job(_baseline_job(tmp_path, measure=True))
+    assert after["verdict"] == "measured" and after["eager"], after["error"]
