@@ -10,8 +10,10 @@ On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
   after   the defaults: several evaluations share the GPU, each timed with it alone
           (evaluation/harness/gate.py), the profiled call in a profiling process started ahead.
 
-Each pass drains a queue of the level 1 mix of scripts/runner_check.py (right and wrong CUDA,
-Triton and PyTorch kernels, `--copies` times: 40 evaluations by default), all compiled ahead
+The problems are validated on the device first, as on a curated site: their peaks are what
+admits evaluations beside each other. Each pass drains a queue of the level 1 mix of
+scripts/runner_check.py (right and wrong CUDA, Triton and PyTorch kernels, `--copies` times: 40
+evaluations by default), all compiled ahead
 into the build cache, and reports evaluations per GPU-hour (from the first claim to the last
 finish); then submits `--latency` already compiled right kernels one at a time and reports the
 median warm latency (submitted -> stored). Last, the timing proof: each right kernel's candidate
@@ -86,7 +88,24 @@ def setup(var: Path, kernelbench: Path):
                 level=int(level_dir.removeprefix("level")), number=int(match["number"]),
                 name=match["name"], source=(kernelbench / problem_file).read_text(),
                 publish=True).problem
+    validate(hardware, list(problems.values()))
     return hardware, user, problems
+
+
+def validate(hardware, problems) -> None:
+    """Each problem validated on this device first, as on a curated site: its peak memory is what
+    admits its evaluations beside others (gpu_runner/sharing.py)."""
+    from gpu_runner.curation import validations_run
+    from problems.curation import validation_request
+
+    started = time.monotonic()
+    done = validations_run(
+        validations=[validation_request(problem=p, hardware=hardware, enqueue=False)
+                     for p in problems],
+        runner_name="bench", batch_size=len(problems))
+    peaks = {v.problem_version.problem.slug: v.peak_memory_bytes for v in done}
+    print(f"validated {len(done)} problems in {time.monotonic() - started:.0f} s; peak bytes "
+          f"{peaks}", flush=True)
 
 
 def submit(user, hardware, problems, items):
@@ -156,7 +175,8 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
                     e.candidate_median_ms)
         out["medians"] = by_kernel
         latencies = []
-        for item in latency_kernels() * max(1, args.latency // len(latency_kernels())):
+        right = latency_kernels()
+        for item in [right[i % len(right)] for i in range(args.latency)]:
             time.sleep(1.0)  # the previous one's spare gets ready, as between real arrivals
             one = submit(user, hardware, problems, [item])
             wait_finished(one, runner, 300)
@@ -185,7 +205,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernelbench", default=".kernelbench")
     parser.add_argument("--copies", type=int, default=5, help="the level 1 mix N times (8 each)")
-    parser.add_argument("--latency", type=int, default=8, help="one-at-a-time evaluations")
+    parser.add_argument("--latency", type=int, default=10, help="one-at-a-time evaluations")
     parser.add_argument("--only", choices=tuple(PASSES), help="one pass only")
     parser.add_argument("--timeout", type=float, default=400)
     parser.add_argument("--json")

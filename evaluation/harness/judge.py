@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import EVALUATOR_VERSION
-from .errors import short_message, signal_name, unavailable_reason
+from .errors import is_oom, short_message, signal_name, unavailable_reason
 from .gate import DeviceGate
 from .process import LogCapture, apply_limits, resolve_limits
 
@@ -346,9 +346,19 @@ class Judge:
         try:
             try:
                 self._evaluate()
+            except Verdict:
+                raise
             except TimeoutError:  # the device's gate, held by another evaluation (gate.py)
                 raise Verdict("timeout", "the time limit was reached waiting for the device, "
                                          "which other evaluations held") from None
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                # Our own allocations (the inputs, the expected outputs) failed: the device
+                # was full, which is the kernel's doing or its neighbours', never a bug of ours.
+                raise Verdict("out_of_memory", "the device ran out of memory while the judge "
+                              f"made the inputs or the expected outputs: {short_message(exc)}",
+                              ) from None
         except Verdict as v:
             self.result["verdict"] = v.verdict
             self.result["error"] = v.error

@@ -254,7 +254,29 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
         result = _run_admitted(job, emit, t_begin)
     if admission_wait_s > 0.05:
         result.setdefault("phases", {})["admission_wait"] = admission_wait_s
+    left_s = job["time_limit_s"] - (time.monotonic() - t_begin - admission_wait_s)
+    if _run_again_alone(job, result, left_s):
+        # Out of memory beside other evaluations: their memory may be what it lacked (a
+        # problem's expected need is an estimate), so it runs again with the device's memory
+        # to itself, in what is left of its time, before its verdict is given.
+        first = {k: result.get(k) for k in ("verdict", "error")}
+        emit({"type": "phase", "phase": "waiting_for_memory", "waited_s": 0.0})
+        alone = {**job, "memory_need_bytes": job["device_memory_bytes"], "time_limit_s": left_s}
+        with gate.admitted(alone["gate_dir"], alone["memory_need_bytes"],
+                           alone["device_memory_bytes"], on_wait=waiting) as waited_alone_s:
+            result = _run_admitted(alone, emit, time.monotonic())
+        result.setdefault("phases", {})["admission_wait"] = admission_wait_s + waited_alone_s
+        env = result.setdefault("environment", {})
+        env["sharing"] = {"run_again_alone": True, "first_run": first}
     return result
+
+
+def _run_again_alone(job: dict, result: dict, left_s: float) -> bool:
+    """Whether an evaluation that ran out of memory on a shared device gets a run alone: only
+    where it was admitted beside others' memory and enough of its time is left."""
+    return (result.get("verdict") == "out_of_memory" and bool(job.get("gate_dir"))
+            and 0 < job["memory_need_bytes"] < job["device_memory_bytes"]
+            and left_s >= max(10.0, 0.3 * job["time_limit_s"]))
 
 
 def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Result:

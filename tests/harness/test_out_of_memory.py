@@ -1,0 +1,101 @@
+"""Out of memory on a device shared by several evaluations: a clear verdict, and nothing lost.
+
+An evaluation's memory need is an estimate (gpu_runner/sharing.py), so one admitted beside
+others may find the device full through no fault of its kernel. It then runs again with the
+device's memory to itself before its verdict is given. The judge's own allocations failing is
+out_of_memory too, never a harness error.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from evaluation.harness import gate
+from evaluation.harness.sandbox import run_job
+
+from . import problems as p
+from .conftest import make_job
+
+# The judge draws inputs for its own checks first (one get_inputs() call); the trials' draws
+# after it find the device "full".
+RELU_JUDGE_RUNS_OUT = p.RELU.replace('''def get_inputs():
+    return [torch.randn(64, 33)]''', '''_calls = [0]
+
+def get_inputs():
+    _calls[0] += 1
+    if _calls[0] > 1:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+    return [torch.randn(64, 33)]''')
+
+# Runs out of memory until a moment of the clock (the test's neighbour is gone by then).
+RELU_FULL_UNTIL = '''
+import time
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if time.time() < {until}:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        return torch.relu(x)
+'''
+
+ALWAYS_FULL = RELU_FULL_UNTIL.replace("time.time() < {until}", "True")
+
+
+def _shared(tmp_path: Path, **overrides) -> dict:
+    return make_job(p.RELU, ALWAYS_FULL, gate_dir=str(tmp_path / "gate"),
+                    memory_need_bytes=100, device_memory_bytes=1000, **overrides)
+
+
+def _neighbour(folder: Path, hold_s: float, inside: threading.Event) -> threading.Thread:
+    """Another evaluation's admission on the same device, held for `hold_s`."""
+    def hold() -> None:
+        with gate.admitted(folder, 100, 1000):
+            inside.set()
+            time.sleep(hold_s)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    inside.wait(5)
+    return thread
+
+
+def test_the_judge_running_out_of_device_memory_is_out_of_memory_not_a_harness_error():
+    result = run_job(make_job(RELU_JUDGE_RUNS_OUT, p.RELU.replace("class Model(",
+                                                                  "class ModelNew(")))
+    assert result["verdict"] == "out_of_memory", (result["verdict"], result["error"])
+    assert "judge" in result["error"] and "6.00 GiB" in result["error"]
+
+
+def test_out_of_memory_beside_another_evaluation_runs_again_alone_and_loses_nothing(
+        tmp_path: Path):
+    inside = threading.Event()
+    neighbour = _neighbour(tmp_path / "gate", 8.0, inside)
+    started = time.monotonic()
+    source = RELU_FULL_UNTIL.format(until=time.time() + 5.0)
+    result = run_job(_shared(tmp_path, candidate_source=source))
+    neighbour.join()
+    assert result["verdict"] == "correct", (result["verdict"], result["error"])
+    sharing = result["environment"]["sharing"]
+    assert sharing["run_again_alone"] is True
+    assert sharing["first_run"]["verdict"] == "out_of_memory"
+    # Alone: admitted only once the neighbour had left.
+    assert time.monotonic() - started >= 8.0
+    assert result["phases"]["admission_wait"] > 1.0
+
+
+def test_a_kernel_out_of_memory_alone_too_keeps_its_verdict_after_one_run_alone(
+        tmp_path: Path):
+    result = run_job(_shared(tmp_path))
+    assert result["verdict"] == "out_of_memory"
+    assert result["environment"]["sharing"]["first_run"]["verdict"] == "out_of_memory"
+    assert gate._read_ledger(tmp_path / "gate") == {}, "both runs left the ledger"
+
+
+def test_without_sharing_an_out_of_memory_runs_once(tmp_path: Path):
+    result = run_job(make_job(p.RELU, ALWAYS_FULL))
+    assert result["verdict"] == "out_of_memory"
+    assert "sharing" not in result["environment"]
