@@ -17,8 +17,9 @@
 #   CURATION_STEPS     which steps run: validate and/or baselines (default both), to split a long
 #                      run over several calls
 #   CURATION_MODES     the baselines: eager, compile or eager,compile (default eager); with
-#                      compile, each shard first builds COMPILE_AHEAD (default 4; 0: off) problems'
-#                      graphs at a time, then times them
+#                      compile, each shard builds COMPILE_AHEAD (default 4; 0: off) problems'
+#                      graphs at a time, then times them, in rounds of twice that many, each
+#                      round's baselines stored before the next (a step cut short keeps them)
 #   VALIDATE_BATCH, BASELINES_BATCH   problems per sandboxed process (default 25 and 10); what a
 #                      batch has not finished when its step's timeout ends it is lost, so use
 #                      small batches where each problem is slow (level 3)

@@ -44,9 +44,10 @@ class Command(BaseCommand):
                             help="problems per sandboxed process (default 10; 1 gives each "
                             "its own)")
         parser.add_argument("--compile-ahead", type=int, default=0, metavar="N",
-                            help="with the compile mode: first build every problem's compiled "
-                            "graphs into the build cache, N problems at a time on the CPU "
-                            "cores, then time them one after another (default 0: off)")
+                            help="with the compile mode: build the problems' compiled graphs "
+                            "into the build cache N at a time on the CPU cores, then time them "
+                            "one after another; 2N problems per round, each round's baselines "
+                            "stored before the next begins (default 0: off)")
         parser.add_argument("--shard", default="",
                             help="K/N: only every N-th problem from the K-th (0-based), to split "
                             "a run over several GPUs of one host")
@@ -137,18 +138,7 @@ class Command(BaseCommand):
             self.stdout.write("nothing to measure")
             return
 
-        if options["compile_ahead"] > 0 and "compile" in modes:
-            started = time.monotonic()
-            failed_ahead = baselines_compile_ahead(
-                hardware=hardware, problems=problems, workers=options["compile_ahead"],
-                time_limit_s=options["time_limit"],
-            )
-            self.stdout.write(
-                f"compiled ahead: {len(problems) - len(failed_ahead)}/{len(problems)} problems "
-                f"in {time.monotonic() - started:.0f} s, {options['compile_ahead']} at a time"
-            )
-            for slug, why in failed_ahead.items():
-                self.stderr.write(f"not compiled ahead {slug}: {why[:300]}")
+        ahead = options["compile_ahead"] if "compile" in modes else 0
         self.stdout.write(f"measuring {len(problems)} problems on {hardware.slug} ({modes})")
         started = time.monotonic()
         failed = []
@@ -170,14 +160,31 @@ class Command(BaseCommand):
                 f"{outcome.problem.slug}: {'; '.join(parts)} [{outcome.seconds:.1f} s]"
             )
 
-        baselines_measure(
-            hardware=hardware,
-            problems=problems,
-            modes=modes,
-            time_limit_s=options["time_limit"],
-            batch_size=options["batch"],
-            on_outcome=report,
-        )
+        # In rounds: a run that a time limit ends keeps every round it finished (--missing-only
+        # resumes after them), where compiling all first would have stored nothing.
+        step = 2 * ahead if ahead > 0 else len(problems)
+        for start in range(0, len(problems), step):
+            chunk = problems[start:start + step]
+            if ahead > 0:
+                began = time.monotonic()
+                failed_ahead = baselines_compile_ahead(
+                    hardware=hardware, problems=chunk, workers=ahead,
+                    time_limit_s=options["time_limit"],
+                )
+                self.stdout.write(
+                    f"compiled ahead: {len(chunk) - len(failed_ahead)}/{len(chunk)} problems "
+                    f"in {time.monotonic() - began:.0f} s, {ahead} at a time"
+                )
+                for slug, why in failed_ahead.items():
+                    self.stderr.write(f"not compiled ahead {slug}: {why[:300]}")
+            baselines_measure(
+                hardware=hardware,
+                problems=chunk,
+                modes=modes,
+                time_limit_s=options["time_limit"],
+                batch_size=options["batch"],
+                on_outcome=report,
+            )
         elapsed = time.monotonic() - started
         self.stdout.write(
             f"measured {len(problems)} problems on {hardware.slug} in {elapsed:.0f} s "
