@@ -295,12 +295,14 @@ def reverify_submission(*, reverification_id: int, runner_name: str) -> str:
 
 
 def _seeds_used(submission: Submission) -> set[int]:
-    """The server seeds of the submission's earlier evaluations."""
+    """The server seeds of the submission's earlier evaluations (and of the runs an evaluation
+    made before it ran again alone, sandbox._run_again_alone)."""
     used = set()
     for seeds in submission.evaluations.values_list("seeds", flat=True):
         seed = (seeds or {}).get("server", (seeds or {}).get("seed"))
         if seed is not None:
             used.add(seed)
+        used.update(s for s in (seeds or {}).get("earlier_runs") or [] if isinstance(s, int))
     return used
 
 

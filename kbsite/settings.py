@@ -258,8 +258,11 @@ REDIS_URL = env("REDIS_URL")
 # one of them with Q_CLUSTER_NAME=<slug>. `timeout` (an evaluation's hard stop) stays below
 # `retry` (when an unacknowledged task is handed out again), so a running evaluation is never
 # given to a second worker; a runner killed mid-evaluation is retried after `retry` seconds.
+# On a shared GPU a task may wait for device memory up to half its time limit, and a run out
+# of memory runs again alone within what is left of it (evaluation/harness/sandbox.py): twice
+# the limit covers both.
 EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", 300)
-Q_TIMEOUT = env_int("Q_TIMEOUT", EVALUATION_TIME_LIMIT + 60)
+Q_TIMEOUT = env_int("Q_TIMEOUT", 2 * EVALUATION_TIME_LIMIT + 60)
 Q_RETRY = env_int("Q_RETRY", Q_TIMEOUT + 60)
 Q_CLUSTER = {
     "name": "kbsite",

@@ -355,6 +355,9 @@ EXPLOITS = [
           "triton", "correct", ("backend_not_used",), gpu_only=False),
     _case("Triton claimed, fails when profiled", RELU, SUITE / "fails_when_profiled.py",
           "triton", "runtime_error", gpu_only=False),
+    # The timed worker makes the profiled call here, as without a profiling worker.
+    _case("Triton claimed, profiled call prevented", RELU, SUITE / "unjudged_backend.py",
+          "triton", "harness_error", gpu_only=False, profile_process=False),
     _case("precision downgrade (TF32)", MATMUL, EXPLOITS_DIR / "tf32_matmul.py", "torch",
           "correct", ("precision_downgrade",), **LOOSE),
     # The CPU suite's kernels, on the GPU.

@@ -57,10 +57,12 @@ for section in $sections; do
         exploits) python3 scripts/gpu_check.py --problems "$KB" --only exploits 2>&1 | tee "$OUT/exploits.log" ;;
         verdicts) python3 scripts/gpu_check.py --problems "$KB" --only verdicts 2>&1 | tee "$OUT/verdicts.log" ;;
         # One GPU shared by several evaluations (issue 22): the level 1 mix drained before and
-        # after, side by side, on GPU 0 (bench/gpu_sharing.py; SHARING_COPIES, SHARING_ONLY).
+        # after, side by side, on GPU 0 (bench/gpu_sharing.py; SHARING_COPIES, SHARING_ONLY,
+        # SHARING_LATENCY: the one-at-a-time evaluations of each pass).
         sharing) python3 bench/gpu_sharing.py --kernelbench "$KB" --copies "${SHARING_COPIES:-5}" \
-                     ${SHARING_ONLY:+--only "$SHARING_ONLY"} --json "$OUT/sharing.json" 2>&1 \
-                     | tee "$OUT/sharing.log" ;;
+                     ${SHARING_ONLY:+--only "$SHARING_ONLY"} \
+                     ${SHARING_LATENCY:+--latency "$SHARING_LATENCY"} --json "$OUT/sharing.json" \
+                     2>&1 | tee "$OUT/sharing.log" ;;
         # Only the files with gpu tests: the others import what this host lacks (daphne).
         tests) python3 -m pytest -q -m gpu -p no:cacheprovider $(grep -rl --include='*.py' "mark.gpu" tests) \
                    2>&1 | tail -40 | tee "$OUT/tests.log" ;;

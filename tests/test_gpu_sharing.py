@@ -75,3 +75,18 @@ def test_a_gpus_cluster_runs_the_configured_number_of_evaluations_and_a_cpu_slot
     assert worker_env(cpu_hardware, "host:cpu:1", None)["Q_WORKERS"] == "1"
     # A CPU host's slots are numbered like GPUs (runner --devices 2): still one each.
     assert worker_env(cpu_hardware, "host:cpu:1:dev1", 1)["Q_WORKERS"] == "1"
+
+
+def test_a_reverification_avoids_the_seed_of_a_run_made_before_one_alone(
+        user, relu_problem, cpu_hardware):
+    """An evaluation that ran out of memory beside others ran again alone on a fresh seed; the
+    first run's seed was seen by the kernel too, so a re-verification draws neither."""
+    from gpu_runner import services
+    from submissions.models import Evaluation
+
+    submission = _submission(user, relu_problem, cpu_hardware)
+    Evaluation.objects.create(
+        submission=submission, hardware=cpu_hardware, problem_version=submission.problem_version,
+        source_hash=submission.source_hash, verdict="correct", correct=True,
+        seeds={"server": 11, "earlier_runs": [22]})
+    assert services._seeds_used(submission) == {11, 22}

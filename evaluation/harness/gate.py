@@ -9,9 +9,10 @@ device.
 The judges (trusted, ours) drive every step of their evaluation, so they take turns through two
 file locks in the device's gate folder, which the runner names in the job (`gate_dir`):
 
-- `shared()` around each untimed step that uses the device (the correctness trials, with the
-  profiling worker's calls beside them until it has replied; the reference on its inputs; the
-  transfer of the timing sets; a profiled call made after the timing): any number at once;
+- `shared()` around each untimed step that uses the device (a correctness trial, or all of them
+  with the profiling worker's calls beside them until it has replied; the reference on its
+  inputs; the transfer of the timing sets; a profiled call made after the timing): any number
+  at once;
 - `exclusive()` around the timed calls, candidate and reference: it waits until the steps in
   progress have ended (each ends with the device synchronised) and lets none start meanwhile.
 
@@ -41,6 +42,7 @@ TURNSTILE = "turnstile.lock"
 GATE = "gate.lock"
 LEDGER = "memory.json"
 LEDGER_LOCK = "memory.lock"
+RESERVED = "reserved"  # the end of a waiting `alone` evaluation's key in the ledger
 
 
 class DeviceGate:
@@ -141,18 +143,25 @@ def _alive(pid: int) -> bool:
 @contextlib.contextmanager
 def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: int, *,
              on_wait: Callable[[float], None] | None = None, poll_s: float = 0.2,
-             max_wait_s: float = 3600.0) -> Iterator[float]:
+             max_wait_s: float = 3600.0, alone: bool = False,
+             give_up: bool = False) -> Iterator[float]:
     """Wait until `need_bytes` fit beside the memory the evaluations admitted on this device
     expect (their processes still alive), then count it as taken until the block ends. Yields
     the seconds waited. One evaluation alone is always admitted (it may still run out of memory,
     which its verdict says). `on_wait(waited_s)` is called while waiting (the runner renews its
-    lease there)."""
+    lease there).
+
+    `alone`: admitted only once no other evaluation is; its wait is a reservation that keeps
+    new ones from being admitted meanwhile (one reservation at a time), so a steady stream of
+    small evaluations cannot keep it waiting. Past `max_wait_s` the evaluation is admitted
+    anyway, or, with `give_up`, TimeoutError is raised instead."""
     if not folder or need_bytes <= 0 or capacity_bytes <= 0:
         yield 0.0
         return
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     key = f"{os.getpid()}:{os.urandom(6).hex()}"
+    reservation = f"{key}:{RESERVED}"
     start = time.monotonic()
     last_call = start
     lock_fd = os.open(root / LEDGER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
@@ -161,30 +170,43 @@ def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: 
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             try:
                 ledger = _read_ledger(root)
-                used = sum(int(n) for n in ledger.values())
-                if not ledger or used + need_bytes <= capacity_bytes or (
-                        time.monotonic() - start > max_wait_s):
+                reserved = [k for k in ledger if k.endswith(RESERVED) and k != reservation]
+                running = {k: n for k, n in ledger.items() if not k.endswith(RESERVED)}
+                if alone and not reserved and reservation not in ledger:
+                    ledger[reservation] = 0
+                    _write_ledger(root, ledger)
+                if alone:
+                    fits = reservation in ledger and not running
+                else:
+                    fits = not reserved and (not running or sum(running.values()) + need_bytes
+                                             <= capacity_bytes)
+                late = time.monotonic() - start > max_wait_s
+                if fits or (late and not give_up):
+                    ledger.pop(reservation, None)
                     ledger[key] = int(need_bytes)
                     _write_ledger(root, ledger)
                     break
+                if late:
+                    raise TimeoutError("the device's memory was not free in time")
             finally:
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
             time.sleep(poll_s)
             if on_wait is not None and time.monotonic() - last_call >= 2.0:
                 last_call = time.monotonic()
                 on_wait(last_call - start)
-        try:
-            yield time.monotonic() - start
-        finally:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            try:
-                ledger = _read_ledger(root)
-                ledger.pop(key, None)
-                _write_ledger(root, ledger)
-            finally:
-                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        yield time.monotonic() - start
     finally:
-        os.close(lock_fd)
+        # Whatever ended it (the block, a wait given up or interrupted): its entries go.
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        try:
+            ledger = _read_ledger(root)
+            if {key, reservation} & set(ledger):
+                ledger.pop(key, None)
+                ledger.pop(reservation, None)
+                _write_ledger(root, ledger)
+        finally:
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            os.close(lock_fd)
 
 
 def _read_ledger(root: Path) -> dict[str, int]:

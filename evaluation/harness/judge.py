@@ -17,6 +17,7 @@ JSON lines on --event-fd. Stdout/stderr are not used for it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import importlib
 import json
@@ -153,6 +154,8 @@ class WorkerHandle:
         start (bwrap exits, its reply never comes) ends the evaluation at once, not at its
         time limit. Only whole frames are read after this, so nothing is read twice."""
         while True:
+            if self.channel.holding:
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no reply in time")
@@ -231,9 +234,15 @@ class Profiler:
 
     def warm_now(self, deadline: float) -> bool:
         """Whether its start and its profiler's warm-up have both replied, without waiting."""
+        from .protocol import ProtocolError
+
         while self.pending and self.pending[0] in ("ready", "warm"):
-            readable, _, _ = select.select([self.handle.channel.rfd], [], [], 0)
-            if not readable:
+            try:
+                arrived = self.handle.channel.ready(timeout=max(deadline - time.monotonic(),
+                                                                0.001))
+            except (ProtocolError, OSError, TimeoutError) as exc:
+                raise self.handle.crash_verdict("profiling", exc) from None
+            if not arrived:
                 return False
             what = self.pending.pop(0)
             self.replies[what], _ = self.handle.request(None, deadline=deadline,
@@ -513,8 +522,10 @@ class Judge:
                                                "init_inputs_sent": describe(init_inputs)})
         self.flag_all(*exploits.state_flags(probe))
 
-        # Correctness, and (where its profiler is up) the profiling process's calls beside it:
-        # one untimed step, whose hold on the device lasts until the profiler has replied.
+        # Correctness, each trial an untimed step; where its profiler is up, the profiling
+        # process's calls run beside the trials, and the hold on the device spans them all until
+        # that process has replied and is gone (nothing of the candidate's is left running
+        # while anything is timed).
         self.phase("checking")
         pattern = exploits.poison_pattern(seeds["checks"])
         left_running = exploits.LeftRunning()
@@ -522,20 +533,21 @@ class Judge:
         profile_request = self._profile_request()
         early = (self.profiler is not None and profile_request is not None
                  and self.profiler.warm_now(self.deadline))
-        with self.gate.shared():
+        with self.gate.shared() if early else contextlib.nullcontext():
             try:
                 if early:
                     self.profiler.start_calls(load, init_inputs, profile_request)
                 for k in range(1, n + 1):
-                    self._trial(k, reference, ref_model, pattern, left_running, earlier_expected)
+                    with contextlib.nullcontext() if early else self.gate.shared():
+                        self._trial(k, reference, ref_model, pattern, left_running,
+                                    earlier_expected)
                 if early:
                     t0 = time.perf_counter()
                     self.profiler.collect(self.deadline)
                     self.add_phase_time("profile", time.perf_counter() - t0)
-            except BaseException:
+            finally:
                 if early:  # its device work ends before the device is let go
                     self.profiler.handle.kill()
-                raise
         del earlier_expected
 
         if not job.get("measure", True):
@@ -776,7 +788,14 @@ class Judge:
                 failure = self._failure(reply)
                 raise Verdict(failure.verdict, "the profiled call (one untimed call under the "
                               f"profiler) failed: {failure.error}", **failure.fields)
-            self.checks["backend"] = {"error": str(reply.get("error") or "")[:500]}
+            error = str(reply.get("error") or "")[:500]
+            if backend != "torch":
+                # The worker could not make the call ("nothing to profile"): the kernel's own
+                # process may have been tampered with (tests/exploits: unjudged_backend), and a
+                # claim nobody checked never ranks.
+                raise Verdict("harness_error", "the profiled call could not be made, so the "
+                              f"claimed backend could not be checked: {error}")
+            self.checks["backend"] = {"error": error}
             return
         kernels = (self.result.get("static_report") or {}).get("kernels") or {}
         names = [str(n) for n in (kernels.get("cuda") or []) + (kernels.get("triton") or [])]

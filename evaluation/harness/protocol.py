@@ -322,6 +322,7 @@ class Channel:
         self._probe: Any = None
         self.stats = {"ipc_bytes": 0, "host_bytes": 0, "messages": 0}
         self.note_as = "transfer"  # its key in environment (the profiling worker's has another)
+        self._held: dict | None = None  # a message's frame read by ready(), for recv()
 
     # --- encoding -----------------------------------------------------------------------------
     def _encode(self, value: Any, tensors: list[Any]) -> Any:
@@ -532,10 +533,34 @@ class Channel:
         """Free the host memory held by the last message sent (after the peer has read it)."""
         os.ftruncate(self.send_mem, 0)
 
+    @property
+    def holding(self) -> bool:
+        """A message read by ready() waits for recv()."""
+        return self._held is not None
+
+    def ready(self, timeout: float | None = None) -> bool:
+        """Whether a message has arrived, without waiting for one: frames that are the channel's
+        own business (the IPC probe's answer) are handled on the way. A frame begun is read
+        whole (`timeout` bounds that); recv() then returns the message."""
+        if self._held is not None:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while select.select([self.rfd], [], [], 0)[0]:
+            frame = self._read_frame(deadline)
+            ipc = frame.pop(_IPC_KEY, None)
+            if ipc is not None and self._channel_frame(ipc):
+                continue
+            self._held = frame
+            return True
+        return False
+
     def recv(self, timeout: float | None = None, device: str | None = None) -> tuple[dict, Any]:
         """Return (header, value). Tensors are fresh copies placed on `device`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if self._held is not None:
+                frame, self._held = self._held, None
+                break
             frame = self._read_frame(deadline)
             ipc = frame.pop(_IPC_KEY, None)
             if ipc is not None and self._channel_frame(ipc):

@@ -249,34 +249,73 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
     def waiting(waited_s: float) -> None:
         emit({"type": "phase", "phase": "waiting_for_memory", "waited_s": round(waited_s, 1)})
 
+    # The wait for memory is bounded (then it starts beside the others anyway, and a run out of
+    # memory gets the run alone below): with the time limit, it stays inside the task queue's
+    # timeout (settings.Q_TIMEOUT).
+    limit = job["time_limit_s"]
     with gate.admitted(job["gate_dir"], job["memory_need_bytes"], job["device_memory_bytes"],
-                       on_wait=waiting) as admission_wait_s:
+                       on_wait=waiting, max_wait_s=ADMISSION_WAIT_SHARE * limit,
+                       ) as admission_wait_s:
         result = _run_admitted(job, emit, t_begin)
     if admission_wait_s > 0.05:
         result.setdefault("phases", {})["admission_wait"] = admission_wait_s
-    left_s = job["time_limit_s"] - (time.monotonic() - t_begin - admission_wait_s)
-    if _run_again_alone(job, result, left_s):
-        # Out of memory beside other evaluations: their memory may be what it lacked (a
-        # problem's expected need is an estimate), so it runs again with the device's memory
-        # to itself, in what is left of its time, before its verdict is given.
-        first = {k: result.get(k) for k in ("verdict", "error")}
-        emit({"type": "phase", "phase": "waiting_for_memory", "waited_s": 0.0})
-        alone = {**job, "memory_need_bytes": job["device_memory_bytes"], "time_limit_s": left_s}
-        with gate.admitted(alone["gate_dir"], alone["memory_need_bytes"],
-                           alone["device_memory_bytes"], on_wait=waiting) as waited_alone_s:
-            result = _run_admitted(alone, emit, time.monotonic())
-        result.setdefault("phases", {})["admission_wait"] = admission_wait_s + waited_alone_s
-        env = result.setdefault("environment", {})
-        env["sharing"] = {"run_again_alone": True, "first_run": first}
+    left_s = limit - (time.monotonic() - t_begin - admission_wait_s)
+    if _may_run_again_alone(job, result, left_s):
+        result = _run_again_alone(job, result, left_s, emit, waiting)
+    emit({"type": "phase", "phase": "done"})
     return result
 
 
-def _run_again_alone(job: dict, result: dict, left_s: float) -> bool:
+# The share of its time limit an evaluation may wait for device memory before it starts.
+ADMISSION_WAIT_SHARE = 0.5
+
+
+def _may_run_again_alone(job: dict, result: dict, left_s: float) -> bool:
     """Whether an evaluation that ran out of memory on a shared device gets a run alone: only
     where it was admitted beside others' memory and enough of its time is left."""
     return (result.get("verdict") == "out_of_memory" and bool(job.get("gate_dir"))
             and 0 < job["memory_need_bytes"] < job["device_memory_bytes"]
-            and left_s >= max(10.0, 0.3 * job["time_limit_s"]))
+            and left_s >= _least_run_s(job))
+
+
+def _least_run_s(job: dict) -> float:
+    return max(10.0, 0.3 * job["time_limit_s"])
+
+
+def _run_again_alone(job: dict, first: dict, left_s: float, emit: Callable[[dict], None],
+                     waiting: Callable[[float], None]) -> Result:
+    """Out of memory beside other evaluations: their memory may be what it lacked (a problem's
+    expected need is an estimate), so it runs again with the device's memory to itself, in
+    what is left of its time, before its verdict is given. On a fresh seed: the first run saw
+    its inputs, and a kernel could run out of memory on purpose to meet them again."""
+    import secrets
+
+    seed = secrets.randbits(62)
+    while seed == job["seed"]:
+        seed = secrets.randbits(62)
+    about_first = {"verdict": first.get("verdict"), "error": first.get("error"),
+                   "seed": job["seed"]}
+    try:
+        with gate.admitted(job["gate_dir"], job["device_memory_bytes"],
+                           job["device_memory_bytes"], on_wait=waiting, alone=True,
+                           give_up=True, max_wait_s=left_s - _least_run_s(job)) as waited_s:
+            alone = {**job, "seed": seed, "memory_need_bytes": job["device_memory_bytes"],
+                     "time_limit_s": left_s - waited_s}
+            result = _run_admitted(alone, emit, time.monotonic())
+    except TimeoutError:
+        first.setdefault("environment", {})["sharing"] = {
+            "run_again_alone": False,
+            "why": "the device's memory did not come free within the evaluation's time limit"}
+        return first
+    phases = result.setdefault("phases", {})
+    phases["admission_wait"] = (first.get("phases") or {}).get("admission_wait", 0.0) + waited_s
+    result.setdefault("environment", {})["sharing"] = {"run_again_alone": True,
+                                                       "first_run": about_first}
+    # Both seeds are the submission's now: a later re-verification uses neither.
+    seeds = result.get("seeds")
+    if isinstance(seeds, dict):
+        seeds["earlier_runs"] = [job["seed"]]
+    return result
 
 
 def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Result:
@@ -300,7 +339,6 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
         # No sandbox, no candidate code: the evaluation ends here, the submission is kept.
         result = _base_result(job)
         result["error"] = f"this runner cannot sandbox candidate code: {exc}"
-        emit({"type": "phase", "phase": "done"})
         return json_safe(result)
     spare_ready = launch.spare and launch.ready()
     # The owner's build of this exact source, if any, goes into the worker's fresh slot.
@@ -455,5 +493,4 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
     phases["total"] = time.monotonic() - t_begin
     result["phases"] = phases
     result["correct"] = result.get("verdict") == "correct"
-    emit({"type": "phase", "phase": "done"})
     return json_safe(result)

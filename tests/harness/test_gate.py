@@ -171,3 +171,60 @@ def test_a_baseline_that_only_compiles_ahead_shares_the_device_and_one_that_time
     assert timed["verdict"] != "measured", "a timed baseline ran while the device was in use"
     after = run_job(_baseline_job(tmp_path, measure=True))
     assert after["verdict"] == "measured" and after["eager"], after["error"]
+
+
+def test_an_evaluation_waiting_to_run_alone_keeps_newcomers_out_until_it_has_run(
+        tmp_path: Path):
+    """Its reservation: evaluations that would fit beside the running one wait behind it."""
+    order: list[str] = []
+    first_in, first_go = threading.Event(), threading.Event()
+
+    def run(name: str, need: int, go: threading.Event | None = None, **how) -> None:
+        with gate.admitted(tmp_path, need, 1000, poll_s=0.02, **how):
+            order.append(name)
+            if name == "first":
+                first_in.set()
+            if go is not None:
+                go.wait(5)
+            else:
+                time.sleep(0.1)
+
+    first = threading.Thread(target=run, args=("first", 100, first_go))
+    first.start()
+    first_in.wait(5)
+    alone = threading.Thread(target=run, args=("alone", 1000), kwargs={"alone": True})
+    alone.start()
+    time.sleep(0.2)  # the reservation is in
+    newcomer = threading.Thread(target=run, args=("newcomer", 100))
+    newcomer.start()
+    time.sleep(0.3)
+    assert order == ["first"], "the newcomer, which would fit, waited behind the reservation"
+    first_go.set()
+    for t in (first, alone, newcomer):
+        t.join(10)
+    assert order == ["first", "alone", "newcomer"]
+    assert gate._read_ledger(tmp_path) == {}
+
+
+def test_a_wait_to_run_alone_given_up_leaves_no_reservation(tmp_path: Path):
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.admitted(tmp_path, 100, 1000):
+            inside.set()
+            leave.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(5)
+    try:
+        with gate.admitted(tmp_path, 1000, 1000, alone=True, give_up=True, max_wait_s=0.3,
+                           poll_s=0.02):
+            raise AssertionError("admitted beside a running evaluation")
+    except TimeoutError:
+        pass
+    assert list(gate._read_ledger(tmp_path).values()) == [100], "only the holder is left"
+    with gate.admitted(tmp_path, 100, 1000, max_wait_s=1):
+        pass  # a newcomer is not kept out by a reservation given up
+    leave.set()
+    holder.join(5)

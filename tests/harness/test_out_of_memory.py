@@ -85,6 +85,23 @@ def test_out_of_memory_beside_another_evaluation_runs_again_alone_and_loses_noth
     # Alone: admitted only once the neighbour had left.
     assert time.monotonic() - started >= 8.0
     assert result["phases"]["admission_wait"] > 1.0
+    # On inputs it has not seen: a kernel cannot run out of memory to meet them again.
+    first_seed = sharing["first_run"]["seed"]
+    assert result["seeds"]["server"] != first_seed
+    assert result["seeds"]["earlier_runs"] == [first_seed]
+
+
+def test_a_run_alone_that_cannot_start_within_the_time_limit_keeps_the_first_verdict(
+        tmp_path: Path):
+    inside = threading.Event()
+    neighbour = _neighbour(tmp_path / "gate", 30.0, inside)
+    started = time.monotonic()
+    result = run_job(_shared(tmp_path, time_limit_s=20))
+    took = time.monotonic() - started
+    assert result["verdict"] == "out_of_memory"
+    assert result["environment"]["sharing"]["run_again_alone"] is False
+    assert took < 20, f"it waited past its time limit: {took:.1f} s"
+    neighbour.join()
 
 
 def test_a_kernel_out_of_memory_alone_too_keeps_its_verdict_after_one_run_alone(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -230,3 +231,23 @@ def test_without_cuda_ipc_the_same_evaluation_goes_through_host_memory(monkeypat
     assert result["verdict"] == "correct", result["error"]
     transfer = result["environment"]["transfer"]
     assert transfer["cuda_ipc"] is False and transfer["ipc_bytes"] == 0
+
+
+def test_ready_says_no_at_once_when_only_the_channels_own_frame_has_come(monkeypatch):
+    """The judge asks whether its profiling worker has replied without waiting for it
+    (judge.Profiler.warm_now): the IPC probe's answer, which comes first, is not a reply."""
+    judge, worker, fds = _pair(monkeypatch)
+    judge.send({"cmd": "profiler_warm"})  # the first message carries the probe
+    header, _ = worker.recv()  # the worker answers the probe on the way...
+    assert header["cmd"] == "profiler_warm"
+    time.sleep(0.1)
+    started = time.monotonic()
+    assert judge.ready(timeout=5) is False, "the probe's answer is not a message"
+    assert time.monotonic() - started < 0.5
+    worker.send({"ok": True, "warm_s": 3.0})  # ...and replies later
+    time.sleep(0.1)
+    assert judge.ready(timeout=5) is True and judge.holding
+    reply, _ = judge.recv(timeout=5)
+    assert reply == {"ok": True, "warm_s": 3.0} and not judge.holding
+    for fd in fds:
+        os.close(fd)
