@@ -249,11 +249,13 @@ class Profiler:
                                                         phase="profiling")
         return True
 
-    def start_calls(self, load: dict, init_inputs: Any, request: dict) -> None:
-        """Load the built candidate, then the profiled calls on a set drawn there: neither
-        carries tensors of ours, so both go at once and run while the judge does other work."""
+    def start_calls(self, load: dict, init_inputs: Any, request: dict, draw: dict) -> None:
+        """Load the built candidate, then the profiled calls on a set drawn there (`draw`: the
+        seed, the reference and the precision for its get_inputs()): neither carries tensors of
+        ours, so both go at once and run while the judge does other work. Its first call
+        (Triton's compile or autotuning, lazy set-up) stays out of the profile."""
         self.post(load, init_inputs, what="load")
-        self.post(request, what="profile")
+        self.post({**request, "warmup": True, "draw": draw}, what="profile")
 
     def collect(self, deadline: float) -> dict[str, dict]:
         while self.pending:
@@ -536,7 +538,8 @@ class Judge:
         with self.gate.shared() if early else contextlib.nullcontext():
             try:
                 if early:
-                    self.profiler.start_calls(load, init_inputs, profile_request)
+                    self.profiler.start_calls(load, init_inputs, profile_request,
+                                              self._profiler_draw())
                 for k in range(1, n + 1):
                     with contextlib.nullcontext() if early else self.gate.shared():
                         self._trial(k, reference, ref_model, pattern, left_running,
@@ -585,7 +588,8 @@ class Judge:
         with self.gate.shared():
             if late:
                 t0 = time.perf_counter()
-                self.profiler.start_calls(load, init_inputs, profile_request)
+                self.profiler.start_calls(load, init_inputs, profile_request,
+                                          self._profiler_draw())
                 self.profiler.collect(self.deadline)
                 self.add_phase_time("profile", time.perf_counter() - t0)
             self._profile(profile_request, beside_trials=early)
@@ -742,14 +746,13 @@ class Judge:
             request.update({"reference_source": self.job["reference_source"],
                             "init_seed": self.result["seeds"].get("init"),
                             "precision": self.job["precision"]})
-        if self.profiler is not None:
-            # Its first call (Triton's compile or autotuning, lazy set-up) stays out of the
-            # profile; its inputs are drawn there, from the problem's get_inputs().
-            request.update({"warmup": True, "draw": {
-                "seed": self.result["seeds"]["profile"],
-                "reference_source": self.job["reference_source"],
-                "precision": self.job["precision"]}})
         return request
+
+    def _profiler_draw(self) -> dict:
+        """The set the profiling process draws for its calls: the problem's own inputs."""
+        return {"seed": self.result["seeds"]["profile"],
+                "reference_source": self.job["reference_source"],
+                "precision": self.job["precision"]}
 
     def _profile(self, request: dict | None, *, beside_trials: bool = False) -> None:
         """A separate, untimed call under the profilers: does the claimed backend do the work,
@@ -777,8 +780,7 @@ class Judge:
                 facts["error"] = str((failed or {}).get("error") or "no reply")[:300]
             self.checks["profiler"] = facts
         if reply is None:
-            plain = {k: v for k, v in request.items() if k not in ("warmup", "draw")}
-            reply, _ = self.worker.request(plain, deadline=self.deadline, phase="profiling")
+            reply, _ = self.worker.request(request, deadline=self.deadline, phase="profiling")
         self.add_phase_time("profile", time.perf_counter() - t0)
         if not reply.get("ok"):
             if reply.get("verdict") != "harness_error":
