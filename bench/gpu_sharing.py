@@ -169,6 +169,16 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
         out["profiled_correct"] = len(where)
         by_kernel: dict[str, list[float]] = {}
         kernel_of = {s.pk: k for k, s in drain}
+        # A right kernel not correct, or a wrong one not incorrect: what it said, and the
+        # device's memory at each step (the judge's notes), to read from this run alone.
+        out["unexpected"] = [
+            {"kernel": kernel_of[e.submission_id], "verdict": e.verdict,
+             "error": (e.error or "")[:400],
+             "sharing": (e.environment or {}).get("sharing"),
+             "memory_gb": ((e.static_report or {}).get("checks") or {}).get("memory_gb"),
+             "profiler": ((e.static_report or {}).get("checks") or {}).get("profiler")}
+            for e in evaluations
+            if e.verdict != ("incorrect" if "wrong" in kernel_of[e.submission_id] else "correct")]
         for e in evaluations:
             if e.verdict == "correct" and e.candidate_median_ms:
                 by_kernel.setdefault(kernel_of[e.submission_id], []).append(
@@ -236,6 +246,10 @@ def main() -> int:
               f"verdicts {r.get('verdicts')}, profiled beside the trials "
               f"{r.get('profiled_beside_trials')} of {r.get('profiled_correct')} correct, "
               f"phases {r.get('phases')}", flush=True)
+        for item in r.get("unexpected") or []:
+            print(f"  unexpected: {item['kernel']}: {item['verdict']}: {item['error']} "
+                  f"(sharing {item['sharing']}; profiler {item['profiler']}; memory GB "
+                  f"{item['memory_gb']})", flush=True)
 
     print(f"\n{'':28}" + "".join(f"{label:>12}" for label in results))
     rows = [("evaluations", "evaluations", "d"),

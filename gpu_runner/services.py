@@ -102,6 +102,7 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
     problem = submission.problem
     hardware = submission.hardware
     device = "cpu" if hardware.kind == hardware.Kind.CPU else "cuda"
+    profile_process = device != "cpu" and settings.RUNNER_PROFILE_PROCESS
     return {
         "mode": "evaluate",
         "reference_source": submission.problem_version.source,
@@ -121,8 +122,8 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         "peak_bandwidth_gbs": hardware.peak_bandwidth_gbs,
         "peak_tflops": hardware.peak_tflops or {},
         "time_limit_s": settings.EVALUATION_TIME_LIMIT,
-        "profile_process": device != "cpu" and settings.RUNNER_PROFILE_PROCESS,
-        **sharing_fields(hardware, submission.problem_version),
+        "profile_process": profile_process,
+        **sharing_fields(hardware, submission.problem_version, profile_process=profile_process),
     }
 
 

@@ -16,6 +16,9 @@ from problems.models import ProblemVersion, Validation
 GIB = 1 << 30
 # Two CUDA contexts (judge and worker), the L2 flush buffer, the allocators' slack.
 EVALUATION_OVERHEAD_BYTES = 3 * GIB
+# A profiling process beside the evaluation (judge.Profiler): a third CUDA context and its
+# profiler's buffers; the set it draws, with the outputs of its calls, is one more peak.
+PROFILE_PROCESS_OVERHEAD_BYTES = 1 * GIB
 # A problem never validated on this hardware: assumed this large.
 UNKNOWN_PEAK_BYTES = 8 * GIB
 # The share of the device's memory that admitted evaluations may expect to use together.
@@ -34,10 +37,12 @@ def gate_dir(hardware: Hardware) -> str | None:
     return str(settings.RUNNER_GATE_DIR / f"{hardware.slug}-gpu{device}")
 
 
-def memory_need_bytes(version: ProblemVersion | None, hardware: Hardware) -> int:
+def memory_need_bytes(version: ProblemVersion | None, hardware: Hardware, *,
+                      profile_process: bool = False) -> int:
     """What an evaluation of this problem is expected to hold on the device: its reference's
     validated peak three times over (the judge's inputs and expected outputs, the worker's
-    inputs and outputs, the transfer between them) plus the processes' own."""
+    inputs and outputs, the transfer between them) plus the processes' own; with a profiling
+    process, which makes its calls beside the correctness trials, once more."""
     peak = None
     if version is not None:
         peak = (
@@ -47,16 +52,22 @@ def memory_need_bytes(version: ProblemVersion | None, hardware: Hardware) -> int
             .values_list("peak_memory_bytes", flat=True)
             .first()
         )
-    return EVALUATION_OVERHEAD_BYTES + 3 * int(peak if peak is not None else UNKNOWN_PEAK_BYTES)
+    peak = int(peak if peak is not None else UNKNOWN_PEAK_BYTES)
+    need = EVALUATION_OVERHEAD_BYTES + 3 * peak
+    if profile_process:
+        need += PROFILE_PROCESS_OVERHEAD_BYTES + peak
+    return need
 
 
-def sharing_fields(hardware: Hardware, version: ProblemVersion | None) -> dict:
+def sharing_fields(hardware: Hardware, version: ProblemVersion | None, *,
+                   profile_process: bool = False) -> dict:
     """The job's gate fields: none when the device is not shared."""
     folder = gate_dir(hardware)
     if folder is None:
         return {}
     return {
         "gate_dir": folder,
-        "memory_need_bytes": memory_need_bytes(version, hardware),
+        "memory_need_bytes": memory_need_bytes(version, hardware,
+                                               profile_process=profile_process),
         "device_memory_bytes": int(ADMIT_SHARE * (hardware.memory_bytes or 0)),
     }

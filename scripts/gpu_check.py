@@ -355,6 +355,9 @@ EXPLOITS = [
           "triton", "correct", ("backend_not_used",), gpu_only=False),
     _case("Triton claimed, fails when profiled", RELU, SUITE / "fails_when_profiled.py",
           "triton", "runtime_error", gpu_only=False),
+    # Its profiling worker dies on the profiled call: the timed worker makes it instead.
+    _case("Triton claimed, kills its profiler", RELU, SUITE / "crashes_profiling_process.py",
+          "triton", "correct", ("backend_not_used",), gpu_only=False),
     # The timed worker makes the profiled call here, as without a profiling worker.
     _case("Triton claimed, profiled call prevented", RELU, SUITE / "unjudged_backend.py",
           "triton", "harness_error", gpu_only=False, profile_process=False),

@@ -32,8 +32,36 @@
 #
 # Needs, next to the code: .whl/ (scripts/fetch_gpu_wheels.sh) and .kernelbench/ (a copy of the
 # KernelBench problem folder). Writes logs to $OUT when set (the device tool's output folder).
+#
+# A run longer than one command may last (sharing's two passes take about 13 minutes) starts
+# detached, in a process session of its own that outlives the command, and later commands on
+# the same machine (while it is still held) wait for it:
+#
+#   scripts/gpu_check.sh --detach DIR SECTION ...   start; DIR is the run's $OUT
+#   scripts/gpu_check.sh --wait DIR [SECONDS]       until it ends or SECONDS pass (default 570):
+#                                                   DIR's files copied to $OUT, the log's end
+#                                                   printed; status 3 while it still runs
 set -uo pipefail
 cd "$(dirname "$0")/.."
+case ${1:-} in
+    --detach)
+        dir=${2:?a folder for the detached run}; shift 2
+        mkdir -p "$dir"; rm -f "$dir/rc"
+        OUT=$dir setsid nohup bash -c '"$@"; echo $? >"$OUT/rc"' _ "$PWD/scripts/gpu_check.sh" "$@" \
+            >"$dir/run.log" 2>&1 </dev/null &
+        echo $! >"$dir/pid"
+        echo "detached: pid $(cat "$dir/pid"); its output: $dir/run.log"
+        exit 0 ;;
+    --wait)
+        dir=${2:?the folder of the detached run}; limit=${3:-570}; start=$(date +%s)
+        while [ ! -f "$dir/rc" ] && [ $(($(date +%s) - start)) -lt "$limit" ]; do sleep 2; done
+        [ -n "${OUT:-}" ] && cp -r "$dir"/. "$OUT"/
+        tail -c 11000 "$dir/run.log"
+        if [ -f "$dir/rc" ]; then echo "detached run ended: status $(cat "$dir/rc")"
+                                  exit "$(cat "$dir/rc")"; fi
+        echo "detached run still running ($(($(date +%s) - start)) s waited)"
+        exit 3 ;;
+esac
 export PYTHONUNBUFFERED=1 LITELLM_LOCAL_MODEL_COST_MAP=True
 # Throwaway sites and tests: a secret key of their own (DEBUG is off unless asked for).
 export SECRET_KEY=${SECRET_KEY:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')}

@@ -9,7 +9,11 @@ from evaluation.models import Hardware
 from gpu_runner.curation import baseline_job, validation_job
 from gpu_runner.management.commands.runner import worker_env
 from gpu_runner.services import build_job
-from gpu_runner.sharing import EVALUATION_OVERHEAD_BYTES, UNKNOWN_PEAK_BYTES
+from gpu_runner.sharing import (
+    EVALUATION_OVERHEAD_BYTES,
+    PROFILE_PROCESS_OVERHEAD_BYTES,
+    UNKNOWN_PEAK_BYTES,
+)
 from problems.models import Validation
 from submissions.services import submission_create
 from tests.conftest import kernel_source
@@ -41,6 +45,7 @@ def test_a_gpu_job_names_its_devices_gate_and_three_times_the_validated_peak(
         user, relu_problem, h200, settings, monkeypatch, tmp_path):
     settings.RUNNER_EVALUATIONS_PER_GPU = 4
     settings.RUNNER_GATE_DIR = tmp_path / "gates"
+    settings.RUNNER_PROFILE_PROCESS = False  # its share: the test below
     monkeypatch.setenv("KBSITE_DEVICE_INDEX", "3")
     submission = _submission(user, relu_problem, h200)
     before = build_job(submission)
@@ -55,6 +60,24 @@ def test_a_gpu_job_names_its_devices_gate_and_three_times_the_validated_peak(
     assert validation_job(validation, seed=1)["gate_dir"] == job["gate_dir"]
     assert baseline_job(relu_problem, h200, modes=["eager"], time_limit_s=60)["gate_dir"] == (
         job["gate_dir"])
+
+
+def test_a_profiling_process_beside_the_trials_counts_one_more_peak_and_its_context(
+        user, relu_problem, h200, settings, tmp_path):
+    """It draws its own set and holds the candidate's and the reference's outputs while the
+    correctness trials run: at three peaks each, two 19_ReLU evaluations and their profiling
+    workers were admitted together although they needed more than an H200 has."""
+    settings.RUNNER_EVALUATIONS_PER_GPU = 4
+    settings.RUNNER_GATE_DIR = tmp_path / "gates"
+    settings.RUNNER_PROFILE_PROCESS = True
+    submission = _submission(user, relu_problem, h200)
+    _validated(relu_problem, h200, 18 * GIB)
+    job = build_job(submission)
+    assert job["profile_process"] is True
+    assert job["memory_need_bytes"] == (EVALUATION_OVERHEAD_BYTES + PROFILE_PROCESS_OVERHEAD_BYTES
+                                        + 4 * 18 * GIB)
+    # Two such evaluations no longer fit beside each other on an H200.
+    assert 2 * job["memory_need_bytes"] > job["device_memory_bytes"]
 
 
 def test_cpu_jobs_and_a_gpu_set_to_one_evaluation_at_a_time_share_nothing(

@@ -224,30 +224,50 @@ class Profiler:
         self.handle = handle
         handle.channel.note_as = "transfer_profiler"  # the timed worker's figures stay whole
         self.pending: list[str] = ["ready"] + (["warm"] if warm_posted else [])
+        self.replies: dict[str, dict] = {}
+        # Why this process stopped serving (crashed, ran out of time, could not start): then
+        # the timed worker makes the profiled call after the timing, and that call's outcome
+        # is the kernel's. A process of its own dying is never a verdict by itself: on a
+        # shared device it can be memory that others hold, and a kernel that ends it on
+        # purpose is still profiled (tests/exploits: crashes_profiling_process).
+        self.failure: str | None = None
         if not warm_posted:
             self.post({"cmd": "profiler_warm"}, what="warm")
-        self.replies: dict[str, dict] = {}
+
+    def _failed(self, verdict: Verdict) -> None:
+        self.failure = f"{verdict.verdict}: {verdict.error}"
+        self.pending.clear()
+        self.handle.kill()
 
     def post(self, header: dict, value: Any = None, *, what: str) -> None:
-        self.handle.post(header, value, phase="profiling")
+        if self.failure is not None:
+            return
+        try:
+            self.handle.post(header, value, phase="profiling")
+        except Verdict as verdict:
+            self._failed(verdict)
+            return
         self.pending.append(what)
 
     def warm_now(self, deadline: float) -> bool:
         """Whether its start and its profiler's warm-up have both replied, without waiting."""
         from .protocol import ProtocolError
 
-        while self.pending and self.pending[0] in ("ready", "warm"):
-            try:
-                arrived = self.handle.channel.ready(timeout=max(deadline - time.monotonic(),
-                                                                0.001))
-            except (ProtocolError, OSError, TimeoutError) as exc:
-                raise self.handle.crash_verdict("profiling", exc) from None
-            if not arrived:
-                return False
-            what = self.pending.pop(0)
-            self.replies[what], _ = self.handle.request(None, deadline=deadline,
-                                                        phase="profiling")
-        return True
+        try:
+            while self.pending and self.pending[0] in ("ready", "warm"):
+                try:
+                    arrived = self.handle.channel.ready(
+                        timeout=max(deadline - time.monotonic(), 0.001))
+                except (ProtocolError, OSError, TimeoutError) as exc:
+                    raise self.handle.crash_verdict("profiling", exc) from None
+                if not arrived:
+                    return False
+                what = self.pending.pop(0)
+                self.replies[what], _ = self.handle.request(None, deadline=deadline,
+                                                            phase="profiling")
+        except Verdict as verdict:
+            self._failed(verdict)
+        return self.failure is None
 
     def start_calls(self, load: dict, init_inputs: Any, request: dict, draw: dict) -> None:
         """Load the built candidate, then the profiled calls on a set drawn there (`draw`: the
@@ -260,7 +280,11 @@ class Profiler:
     def collect(self, deadline: float) -> dict[str, dict]:
         while self.pending:
             what = self.pending.pop(0)
-            reply, _ = self.handle.request(None, deadline=deadline, phase="profiling")
+            try:
+                reply, _ = self.handle.request(None, deadline=deadline, phase="profiling")
+            except Verdict as verdict:
+                self._failed(verdict)
+                break
             self.replies[what] = reply
             if what == "load":
                 self.handle.channel.release()
@@ -777,7 +801,8 @@ class Judge:
             else:  # the timed worker makes the call below, whose failure is the kernel's
                 failed = replies.get("profile") if replies.get("load", {}).get("ok") else (
                     replies.get("load"))
-                facts["error"] = str((failed or {}).get("error") or "no reply")[:300]
+                facts["error"] = str((failed or {}).get("error") or self.profiler.failure
+                                     or "no reply")[:300]
             self.checks["profiler"] = facts
         if reply is None:
             reply, _ = self.worker.request(request, deadline=self.deadline, phase="profiling")
