@@ -167,6 +167,9 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
                  for e in evaluations if e.verdict == "correct"]
         out["profiled_beside_trials"] = sum(bool(w.get("beside_trials")) for w in where)
         out["profiled_correct"] = len(where)
+        # Whether each job found its spare judge and workers already up when it was handed over.
+        out["spares_ready"] = sum(bool(((e.environment or {}).get("sandbox") or {}).get(
+            "prestarted_ready")) for e in evaluations)
         by_kernel: dict[str, list[float]] = {}
         kernel_of = {s.pk: k for k, s in drain}
         # A right kernel not correct, or a wrong one not incorrect: what it said, and the
@@ -245,6 +248,7 @@ def main() -> int:
               f"warm latency {r.get('warm_latency_s') or 0:.2f} s {r.get('latencies_s')}, "
               f"verdicts {r.get('verdicts')}, profiled beside the trials "
               f"{r.get('profiled_beside_trials')} of {r.get('profiled_correct')} correct, "
+              f"spares ready when taken {r.get('spares_ready')} of {r.get('evaluations')}, "
               f"phases {r.get('phases')}", flush=True)
         for item in r.get("unexpected") or []:
             print(f"  unexpected: {item['kernel']}: {item['verdict']}: {item['error']} "

@@ -358,6 +358,8 @@ EXPLOITS = [
     # Its profiling worker dies on the profiled call: the timed worker makes it instead.
     _case("Triton claimed, kills its profiler", RELU, SUITE / "crashes_profiling_process.py",
           "triton", "correct", ("backend_not_used",), gpu_only=False),
+    _case("Triton claimed, stalls its profiler", RELU, SUITE / "hangs_profiling_process.py",
+          "triton", "correct", ("backend_not_used",), gpu_only=False, profiler_patience_s=5),
     # The timed worker makes the profiled call here, as without a profiling worker.
     _case("Triton claimed, profiled call prevented", RELU, SUITE / "unjudged_backend.py",
           "triton", "harness_error", gpu_only=False, profile_process=False),

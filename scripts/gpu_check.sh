@@ -30,6 +30,12 @@
 #   CURATION_DB=curation.sqlite3 CURATION_LEVELS=3 CURATION_STEPS=baselines \
 #       CURATION_MODES=eager,compile BASELINES_BATCH=1 scripts/gpu_check.sh curation
 #
+# or detached (below), with step timeouts longer than one command:
+#
+#   CURATION_DB=curation.sqlite3 CURATION_LEVELS=3 CURATION_STEPS=baselines \
+#       CURATION_MODES=eager,compile BASELINES_BATCH=1 BASELINES_TIMEOUT=1500 \
+#       scripts/gpu_check.sh --detach /tmp/kb-curation curation
+#
 # Needs, next to the code: .whl/ (scripts/fetch_gpu_wheels.sh) and .kernelbench/ (a copy of the
 # KernelBench problem folder). Writes logs to $OUT when set (the device tool's output folder).
 #

@@ -8,8 +8,8 @@
 # The site is a throwaway SQLite database. A database carried from an earlier run
 # (CURATION_DB=path) is started from, and only what it lacks is done (--missing-only), so a run
 # cut short by the device's time limit resumes where it stopped. The database comes back as
-# OUT_FOLDER/curation.sqlite3 (also when a step's timeout stopped it, but not when the script
-# itself is killed: keep the timeouts below the caller's limit).
+# OUT_FOLDER/curation.sqlite3 (also when a step's timeout stopped it; a consistent copy is also
+# made there every SNAPSHOT_EVERY seconds, default 60, so a killed run loses at most that).
 #
 # Environment:
 #   CURATION_LEVELS    the levels, space- or comma-separated (default "1 2"), for the import, the
@@ -55,8 +55,20 @@ for step in $STEPS; do
 done
 echo "curation: levels $LEVELS; steps $STEPS; baselines $MODES${CURATION_DB:+; from $CURATION_DB}"
 [ -n "${CURATION_DB:-}" ] && cp "$CURATION_DB" "$VAR/db.sqlite3"
-# Whatever happens below, the database comes back.
-trap 'cp "$VAR/db.sqlite3" "$OUT/curation.sqlite3"' EXIT
+# Whatever happens below, the database comes back; while it runs, a consistent copy of it every
+# minute (SQLite's backup), so that a run detached and waited for (gpu_check.sh --detach/--wait)
+# returns what it has stored so far.
+snapshot() {
+    [ -f "$VAR/db.sqlite3" ] || return 0
+    python3 -c 'import sqlite3, sys
+source, copy = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
+source.backup(copy)
+copy.close()' "$VAR/db.sqlite3" "$OUT/curation.sqlite3.part" \
+        && mv "$OUT/curation.sqlite3.part" "$OUT/curation.sqlite3"
+}
+(while sleep ${SNAPSHOT_EVERY:-60}; do snapshot; done) &
+snapshots=$!
+trap 'kill $snapshots 2>/dev/null; snapshot || cp "$VAR/db.sqlite3" "$OUT/curation.sqlite3"' EXIT
 
 python3 manage.py migrate -v0 || exit 1
 python3 manage.py import_kernelbench "$KB" "${levels[@]}" || exit 1

@@ -58,6 +58,7 @@ DEFAULT_LIMITS: dict[str, Any] = {
 DEFAULT_TIME_LIMIT_S = 600.0
 DEFAULT_N_TRIALS = 5
 DEFAULT_LOG_LIMIT = 64 * 1024  # bytes kept per stream (head and tail), with a marker between
+DEFAULT_PROFILER_PATIENCE_S = 30.0  # judge.Profiler: a wait for its process, each step
 
 
 class JobError(ValueError):
@@ -122,6 +123,12 @@ def normalize_job(job: Job) -> Job:
     # starting the profiler costs seconds; on the CPU the timed worker makes it (no CUPTI).
     value = out.get("profile_process")
     out["profile_process"] = (out["device"] != "cpu") if value is None else bool(value)
+    # How long the judge waits for the profiling process at each step (its start and profiler,
+    # then its load and calls) before it gives up on it, and the timed worker makes the
+    # profiled call: a kernel's first call there can autotune again, but the wait holds the
+    # device shared, so it is never the whole time limit.
+    out["profiler_patience_s"] = float(out.get("profiler_patience_s")
+                                       or DEFAULT_PROFILER_PATIENCE_S)
     return out
 
 

@@ -220,8 +220,9 @@ class Profiler:
     else after the timing. Its replies are collected in order when needed. What it reports is
     evidence, like the timed worker's, never a timing."""
 
-    def __init__(self, handle: WorkerHandle, *, warm_posted: bool):
+    def __init__(self, handle: WorkerHandle, *, warm_posted: bool, patience_s: float):
         self.handle = handle
+        self.patience_s = patience_s  # at most this long a wait for it, each time (config.py)
         handle.channel.note_as = "transfer_profiler"  # the timed worker's figures stay whole
         self.pending: list[str] = ["ready"] + (["warm"] if warm_posted else [])
         self.replies: dict[str, dict] = {}
@@ -278,11 +279,16 @@ class Profiler:
         self.post({**request, "warmup": True, "draw": draw}, what="profile")
 
     def collect(self, deadline: float) -> dict[str, dict]:
+        """Its replies so far, waited for until `deadline` or `patience_s` from now."""
+        patience_ends = time.monotonic() + self.patience_s
         while self.pending:
             what = self.pending.pop(0)
             try:
-                reply, _ = self.handle.request(None, deadline=deadline, phase="profiling")
+                reply, _ = self.handle.request(None, deadline=min(deadline, patience_ends),
+                                               phase="profiling")
             except Verdict as verdict:
+                if verdict.verdict == "timeout" and patience_ends < deadline:
+                    verdict = Verdict("timeout", f"no reply within {self.patience_s:g} s")
                 self._failed(verdict)
                 break
             self.replies[what] = reply
@@ -450,7 +456,8 @@ class Judge:
             handle = WorkerHandle(device, job["limits"], job["log_limit"],
                                   self.workdir / "profiler")
             self.profiler = Profiler(handle, warm_posted=bool(
-                getattr(handle, "profiler_warm_posted", False)))
+                getattr(handle, "profiler_warm_posted", False)),
+                patience_s=job["profiler_patience_s"])
 
         import torch
 
