@@ -46,28 +46,42 @@
 #   scripts/gpu_check.sh --detach DIR SECTION ...   start; DIR is the run's $OUT
 #   scripts/gpu_check.sh --wait DIR [SECONDS]       until it ends or SECONDS pass (default 570):
 #                                                   DIR's files copied to $OUT, the log's end
-#                                                   printed; status 3 while it still runs
+#                                                   printed; its status, or 3 while it still
+#                                                   runs, 4 if it was killed
 set -uo pipefail
-cd "$(dirname "$0")/.."
+root=$(cd "$(dirname "$0")/.." && pwd)
 case ${1:-} in
     --detach)
-        dir=${2:?a folder for the detached run}; shift 2
+        dir=$(realpath -m "${2:?a folder for the detached run}"); shift 2
+        if [ -f "$dir/pid" ] && [ ! -f "$dir/rc" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+            echo "a detached run is still going in $dir"; exit 2
+        fi
         mkdir -p "$dir"; rm -f "$dir/rc"
-        OUT=$dir setsid nohup bash -c '"$@"; echo $? >"$OUT/rc"' _ "$PWD/scripts/gpu_check.sh" "$@" \
-            >"$dir/run.log" 2>&1 </dev/null &
+        cd "$root" || exit 2
+        OUT=$dir setsid nohup bash -c '"$@"; echo $? >"$OUT/rc.part"; mv "$OUT/rc.part" "$OUT/rc"' \
+            _ "$root/scripts/gpu_check.sh" "$@" >"$dir/run.log" 2>&1 </dev/null &
         echo $! >"$dir/pid"
         echo "detached: pid $(cat "$dir/pid"); its output: $dir/run.log"
         exit 0 ;;
     --wait)
-        dir=${2:?the folder of the detached run}; limit=${3:-570}; start=$(date +%s)
-        while [ ! -f "$dir/rc" ] && [ $(($(date +%s) - start)) -lt "$limit" ]; do sleep 2; done
+        dir=$(realpath -m "${2:?the folder of the detached run}"); limit=${3:-570}
+        start=$(date +%s)
+        while [ ! -f "$dir/rc" ] && kill -0 "$(cat "$dir/pid" 2>/dev/null)" 2>/dev/null \
+                && [ $(($(date +%s) - start)) -lt "$limit" ]; do
+            sleep 2
+        done
         [ -n "${OUT:-}" ] && cp -r "$dir"/. "$OUT"/
         tail -c 11000 "$dir/run.log"
-        if [ -f "$dir/rc" ]; then echo "detached run ended: status $(cat "$dir/rc")"
-                                  exit "$(cat "$dir/rc")"; fi
+        if [ -f "$dir/rc" ]; then
+            echo "detached run ended: status $(cat "$dir/rc")"; exit "$(cat "$dir/rc")"
+        fi
+        if ! kill -0 "$(cat "$dir/pid" 2>/dev/null)" 2>/dev/null; then
+            echo "detached run gone without a status (killed?)"; exit 4
+        fi
         echo "detached run still running ($(($(date +%s) - start)) s waited)"
         exit 3 ;;
 esac
+cd "$root" || exit 2
 export PYTHONUNBUFFERED=1 LITELLM_LOCAL_MODEL_COST_MAP=True
 # Throwaway sites and tests: a secret key of their own (DEBUG is off unless asked for).
 export SECRET_KEY=${SECRET_KEY:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')}

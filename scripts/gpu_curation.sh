@@ -60,15 +60,20 @@ echo "curation: levels $LEVELS; steps $STEPS; baselines $MODES${CURATION_DB:+; f
 # returns what it has stored so far.
 snapshot() {
     [ -f "$VAR/db.sqlite3" ] || return 0
+    rm -f "$OUT/curation.sqlite3.part"
     python3 -c 'import sqlite3, sys
 source, copy = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
 source.backup(copy)
 copy.close()' "$VAR/db.sqlite3" "$OUT/curation.sqlite3.part" \
         && mv "$OUT/curation.sqlite3.part" "$OUT/curation.sqlite3"
 }
-(while sleep ${SNAPSHOT_EVERY:-60}; do snapshot; done) &
+# Its output goes to a file of its own (not the caller's pipe, which it would hold open), and it
+# stops when this script is gone, however it went.
+(while sleep "${SNAPSHOT_EVERY:-60}" && kill -0 $$ 2>/dev/null; do snapshot; done) \
+    >>"$OUT/snapshots.log" 2>&1 </dev/null &
 snapshots=$!
-trap 'kill $snapshots 2>/dev/null; snapshot || cp "$VAR/db.sqlite3" "$OUT/curation.sqlite3"' EXIT
+trap 'kill $snapshots 2>/dev/null; wait $snapshots 2>/dev/null
+      snapshot || cp "$VAR/db.sqlite3" "$OUT/curation.sqlite3"' EXIT
 
 python3 manage.py migrate -v0 || exit 1
 python3 manage.py import_kernelbench "$KB" "${levels[@]}" || exit 1

@@ -195,6 +195,23 @@ class WorkerHandle:
             except subprocess.TimeoutExpired:
                 pass
 
+    def end(self, timeout: float = 5.0) -> None:
+        """Killed, and waited for until nothing holds its end of the channel any more: the
+        sandbox's processes die a moment after bwrap's own exit (with their pid namespace), so
+        the process alone is not the barrier. What is left unread is dropped: it is not asked
+        for again."""
+        self.kill()
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self.channel.rfd], [], [], left)
+            if not ready:
+                return
+            try:
+                if not os.read(self.channel.rfd, 1 << 16):
+                    return
+            except OSError:
+                return
+
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -238,7 +255,7 @@ class Profiler:
     def _failed(self, verdict: Verdict) -> None:
         self.failure = f"{verdict.verdict}: {verdict.error}"
         self.pending.clear()
-        self.handle.kill()
+        self.handle.end()
 
     def post(self, header: dict, value: Any = None, *, what: str) -> None:
         if self.failure is not None:
@@ -287,7 +304,10 @@ class Profiler:
                 reply, _ = self.handle.request(None, deadline=min(deadline, patience_ends),
                                                phase="profiling")
             except Verdict as verdict:
-                if verdict.verdict == "timeout" and patience_ends < deadline:
+                if verdict.verdict == "timeout" and patience_ends >= deadline:
+                    self._failed(verdict)
+                    raise  # the evaluation's own time limit, not the patience, ran out
+                if verdict.verdict == "timeout":
                     verdict = Verdict("timeout", f"no reply within {self.patience_s:g} s")
                 self._failed(verdict)
                 break
@@ -410,13 +430,15 @@ class Judge:
                     self.result.setdefault("details", {})[key] = value
         finally:
             t_teardown = time.perf_counter()
+            if self.profiler is not None:
+                # Before the device is let go. Not waited for: its exit (a CUDA context, CUPTI)
+                # overlaps the worker's, and the runner ends whatever is left of the
+                # evaluation's processes before the next. Where it had loaded the kernel, it
+                # was ended inside the hold already.
+                self.profiler.handle.kill(wait=False)
             if self.gate.active:
                 self.result["phases"]["gate_wait"] = self.gate.waited_s
             self.gate.close()
-            if self.profiler is not None:
-                # Not waited for: its exit (a CUDA context, CUPTI) overlaps the worker's, and
-                # the runner ends whatever is left of the evaluation's processes before the next.
-                self.profiler.handle.kill(wait=False)
             if self.worker is not None:
                 self.worker.close()
                 self.result["logs"] = self.worker.logs()
@@ -581,7 +603,7 @@ class Judge:
                     self.add_phase_time("profile", time.perf_counter() - t0)
             finally:
                 if early:  # its device work ends before the device is let go
-                    self.profiler.handle.kill()
+                    self.profiler.handle.end()
         del earlier_expected
 
         if not job.get("measure", True):
@@ -623,7 +645,10 @@ class Judge:
                                           self._profiler_draw())
                 self.profiler.collect(self.deadline)
                 self.add_phase_time("profile", time.perf_counter() - t0)
-            self._profile(profile_request, beside_trials=early)
+            if late:  # the kernel is loaded there: gone before the device is let go
+                self.profiler.handle.end()
+            self._profile(profile_request,
+                          beside_trials=early and self.profiler.failure is None)
             self._final_state()
         self._speed_of_light()
         self.add_phase_time("checks", time.perf_counter() - t_checks)

@@ -352,9 +352,11 @@ class Channel:
                 if not isinstance(index, int) or not 0 <= index < len(tensors):
                     raise ProtocolError("malformed value")
                 return tensors[index]
-            if "__tuple__" in value:
+            # The peer may be the candidate's process: whatever it wrote, a value that is not
+            # one of ours is its malformed reply (never an error of the reader's own).
+            if "__tuple__" in value and isinstance(value["__tuple__"], list):
                 return tuple(self._decode(v, tensors) for v in value["__tuple__"])
-            if "__dict__" in value:
+            if "__dict__" in value and isinstance(value["__dict__"], dict):
                 return {str(k): self._decode(v, tensors) for k, v in value["__dict__"].items()}
             raise ProtocolError("malformed value")
         return value
@@ -369,7 +371,7 @@ class Channel:
             raise ProtocolError("header too large")
         try:
             frame = json.loads(_read_exact(self.rfd, length, deadline))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ProtocolError(f"malformed header: {exc}") from None
         if not isinstance(frame, dict):
             raise ProtocolError("malformed header")
@@ -575,7 +577,10 @@ class Channel:
                 # Our copies are complete before the peer may write the box again.
                 _sync(t.device)
                 break
-        value = self._decode(frame.pop("value", None), tensors)
+        try:
+            value = self._decode(frame.pop("value", None), tensors)
+        except RecursionError:
+            raise ProtocolError("malformed value (nested too deeply)") from None
         return frame, value
 
     def _channel_frame(self, ipc: Any) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import struct
 import sys
 import time
 
@@ -171,6 +172,26 @@ def test_the_channel_refuses_a_tensor_whose_bytes_are_missing():
     receiver = Channel(a_r, -1, mem, mem)
     sender.send({}, torch.ones(1000))
     os.ftruncate(mem, 10)  # a hostile sender shrinks its buffer after announcing a tensor
+    with pytest.raises(ProtocolError):
+        receiver.recv(timeout=5)
+    for fd in (a_r, a_w, mem):
+        os.close(fd)
+
+
+@pytest.mark.parametrize("value", [{"__dict__": [1]}, {"__tuple__": 5}, {"__dict__": {"a": {}}},
+                                   {"__tuple__": [{"__tensor__": True}]}])
+def test_the_channel_refuses_a_malformed_value_as_a_protocol_error(value):
+    """The candidate's process writes what it likes into its end: any frame the judge cannot
+    decode is the worker's malformed reply, never an error of the judge's own."""
+    a_r, a_w = os.pipe()
+    mem = os.memfd_create("m")
+    sender = Channel(-1, a_w, mem, mem)
+    receiver = Channel(a_r, -1, mem, mem)
+    sender._frame({"ok": True, "value": value})
+    with pytest.raises(ProtocolError):
+        receiver.recv(timeout=5)
+    deep = b"[" * 30_000 + b"]" * 30_000  # within a pipe's buffer
+    os.write(a_w, struct.pack("<I", len(deep)) + deep)
     with pytest.raises(ProtocolError):
         receiver.recv(timeout=5)
     for fd in (a_r, a_w, mem):
