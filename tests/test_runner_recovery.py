@@ -55,7 +55,7 @@ def test_a_submission_whose_runner_was_killed_is_evaluated_exactly_once_by_the_n
     assert Evaluation.objects.filter(submission=submission).count() == 1
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_a_submission_that_keeps_killing_runners_is_stopped_while_the_queue_drains(
     user, cpu_hardware, relu_problem, start_runner, settings
 ):
@@ -75,8 +75,10 @@ def test_a_submission_that_keeps_killing_runners_is_stopped_while_the_queue_drai
 
     start_runner(**FAST_RECOVERY)
     everything = [poison, *behind]
+    # The poison's end and three evaluations after the last restart: in the full suite on a
+    # 2-core machine they once took longer than 240 s (the whole test alone: 255 s).
     wait_for(
-        lambda: all(status_of(s) == Submission.Status.FINISHED for s in everything), timeout=240
+        lambda: all(status_of(s) == Submission.Status.FINISHED for s in everything), timeout=480
     )
     poison.refresh_from_db()
     assert poison.verdict == Evaluation.Verdict.RUNNER_CRASH
