@@ -111,15 +111,16 @@ for section in $sections; do
                      ${SHARING_ONLY:+--only "$SHARING_ONLY"} \
                      ${SHARING_LATENCY:+--latency "$SHARING_LATENCY"} --json "$OUT/sharing.json" \
                      2>&1 | tee "$OUT/sharing.log" ;;
-        # Only the files with gpu tests: the others import what this host lacks (daphne).
+        # The whole log goes to $OUT as it comes (a run cut short keeps what it printed); the
+        # console gets its end. Only the files with gpu tests: the others import what this host lacks (daphne).
         tests) python3 -m pytest -q -m gpu -p no:cacheprovider $(grep -rl --include='*.py' "mark.gpu" tests) \
-                   2>&1 | tail -40 | tee "$OUT/tests.log" ;;
+                   2>&1 | tee "$OUT/tests.log" | tail -40 ;;
         # The attack suite (tests/sandbox) through a real runner serving this host's GPU.
         # A cold nvcc build of the victim's CUDA kernel takes longer than the tests' default
         # 60 s limit (each test run has its own empty build cache); SANDBOX_K narrows the suite.
         sandbox) KB_SANDBOX_TEST_DEVICE=cuda EVALUATION_TIME_LIMIT=${EVALUATION_TIME_LIMIT:-240} \
                    python3 -m pytest -q -p no:cacheprovider tests/sandbox ${SANDBOX_K:+-k "$SANDBOX_K"} \
-                   2>&1 | tail -40 | tee "$OUT/sandbox.log" ;;
+                   2>&1 | tee "$OUT/sandbox.log" | tail -40 ;;
         cost) python3 bench/sandbox_cost.py --kernelbench "$KB" --only "${COST_ONLY:-19_ReLU}" \
                   --repeats "${COST_REPEATS:-3}" --json "$OUT/sandbox_cost.json" 2>&1 \
                   | tee "$OUT/sandbox_cost.log" ;;

@@ -54,7 +54,8 @@ for step in $STEPS; do
     esac
 done
 echo "curation: levels $LEVELS; steps $STEPS; baselines $MODES${CURATION_DB:+; from $CURATION_DB}"
-[ -n "${CURATION_DB:-}" ] && cp "$CURATION_DB" "$VAR/db.sqlite3"
+# (writable whatever the carried file's mode: files that came back from a device run are read-only)
+[ -n "${CURATION_DB:-}" ] && cp "$CURATION_DB" "$VAR/db.sqlite3" && chmod u+w "$VAR/db.sqlite3"
 # Whatever happens below, the database comes back; while it runs, a consistent copy of it every
 # minute (SQLite's backup), so that a run detached and waited for (gpu_check.sh --detach/--wait)
 # returns what it has stored so far.
