@@ -187,6 +187,7 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
                 by_kernel.setdefault(kernel_of[e.submission_id], []).append(
                     e.candidate_median_ms)
         out["medians"] = by_kernel
+        out["timed"] = timed_windows(evaluations, kernel_of)
         latencies = []
         right = latency_kernels()
         for item in [right[i % len(right)] for i in range(args.latency)]:
@@ -205,6 +206,73 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
         except subprocess.TimeoutExpired:
             runner.kill()
     return out
+
+
+# A process tree started this long before a timing window may still be creating its CUDA
+# contexts and warming up when the window opens.
+START_UP_S = 5.0
+
+
+def timed_windows(evaluations, kernel_of) -> list[dict]:
+    """Each correct evaluation's timing window and what the pass's other evaluations did on the
+    device meanwhile: the phases of theirs it overlapped (from their phase logs) and the process
+    trees started shortly before or during it. To tell a disturbed timing from noise."""
+    spans = []  # (evaluation id, what, start, end)
+    for e in evaluations:
+        report = e.static_report or {}
+        log = [(str(n), float(t)) for n, t in report.get("phase_log") or []]
+        end = e.finished_at.timestamp() if e.finished_at else None
+        for (name, start), nxt in zip(log, [*log[1:], (None, end)], strict=True):
+            if nxt[1] is not None:  # teardown too: its processes' contexts end then
+                spans.append((e.pk, name, start, nxt[1]))
+        launched = ((e.environment or {}).get("sandbox") or {}).get("launched_epoch")
+        if launched:
+            spans.append((e.pk, "process start", float(launched), float(launched) + START_UP_S))
+    out = []
+    for e in evaluations:
+        window = ((e.static_report or {}).get("timing") or {}).get("window")
+        if e.verdict != "correct" or not e.candidate_median_ms or not window or None in window:
+            continue
+        w0, w1 = float(window[0]), float(window[1])
+        overlaps: dict[str, int] = {}
+        for pk, what, start, end in spans:
+            if pk != e.pk and start < w1 and end > w0:
+                overlaps[what] = overlaps.get(what, 0) + 1
+        facts = (e.static_report or {}).get("timing") or {}
+        # The reference is timed in the same window (in the judge, the candidate in its
+        # worker): slowed too, the device or the host was; alone, the candidate's process.
+        out.append({"kernel": kernel_of[e.submission_id], "median_ms": e.candidate_median_ms,
+                    "reference_ms": e.reference_median_ms, "window": [w0, w1],
+                    "overlaps": overlaps,
+                    "candidate": {k: (facts.get("candidate") or {}).get(k)
+                                  for k in ("n", "rel_err", "flushes", "stopped")}})
+    return out
+
+
+def print_outliers(label: str, timed: list[dict], share: float = 0.005) -> None:
+    """The timed evaluations whose median is off its kernel's median in this pass by more than
+    `share`, with what ran beside them; then what the pass's timing windows overlapped."""
+    by_kernel: dict[str, list[dict]] = {}
+    for t in timed:
+        by_kernel.setdefault(t["kernel"], []).append(t)
+    for t in timed:
+        same = by_kernel[t["kernel"]]
+        middle = statistics.median(x["median_ms"] for x in same)
+        off = (t["median_ms"] - middle) / middle
+        if abs(off) > share:
+            refs = [x["reference_ms"] for x in same if x["reference_ms"]]
+            ref_off = (100 * (t["reference_ms"] / statistics.median(refs) - 1)
+                       if t["reference_ms"] and refs else None)
+            print(f"  {label} off its kernel's median by {100 * off:+.2f}% (its reference, "
+                  f"timed in the same window: {ref_off if ref_off is None else f'{ref_off:+.2f}'}"
+                  f"%): {t['kernel']} {t['median_ms']:.4f} ms, timing {t['candidate']}, beside "
+                  f"it: {t['overlaps'] or 'nothing'}", flush=True)
+    seen: dict[str, int] = {}
+    for t in timed:
+        for what, count in t["overlaps"].items():
+            seen[what] = seen.get(what, 0) + count
+    print(f"  {label}: {len(timed)} timing windows; other evaluations' steps beside them: "
+          f"{seen or 'none'}", flush=True)
 
 
 def spread(values: list[float]) -> float | None:
@@ -250,6 +318,7 @@ def main() -> int:
               f"{r.get('profiled_beside_trials')} of {r.get('profiled_correct')} correct, "
               f"spares ready when taken {r.get('spares_ready')} of {r.get('evaluations')}, "
               f"phases {r.get('phases')}", flush=True)
+        print_outliers(label, r.get("timed") or [])
         for item in r.get("unexpected") or []:
             print(f"  unexpected: {item['kernel']}: {item['verdict']}: {item['error']} "
                   f"(sharing {item['sharing']}; profiler {item['profiler']}; memory GB "

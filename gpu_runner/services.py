@@ -207,6 +207,11 @@ def _evaluation_fields(submission: Submission, result: Result, *, runner_name: s
         "static_report": {
             **(result.get("static_report") or {}),
             "checks": result.get("checks") or {},
+            # How the timing went (samples, spread, flushes) and when (its window, and when
+            # each phase began): what tells a disturbed timing from a slow kernel.
+            "timing": {**(result.get("timing_detail") or {}),
+                       "window": result.get("timing_window")},
+            "phase_log": result.get("phase_log") or [],
         },
         "environment": result.get("environment") or {},
         "seeds": result.get("seeds") or {},

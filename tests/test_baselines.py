@@ -49,6 +49,23 @@ def test_the_command_times_a_published_reference_eager_and_compiled(
     assert "nothing to measure" in capsys.readouterr().out
 
 
+def test_resuming_measures_only_the_modes_a_problem_lacks(cpu_hardware, sample_problems, capsys):
+    call_command("baselines", "--hardware", "cpu", "--problem", "level1/901_Small_ReLU",
+                 "--modes", "eager")
+    eager = Baseline.objects.get(hardware=cpu_hardware, mode="eager")
+    capsys.readouterr()
+
+    call_command("baselines", "--hardware", "cpu", "--problem", "level1/901_Small_ReLU",
+                 "--missing-only")
+
+    rows = {b.mode: b for b in Baseline.objects.filter(hardware=cpu_hardware)}
+    assert set(rows) == {"eager", "compile"}
+    assert (rows["eager"].median_ms, rows["eager"].created_at) == (eager.median_ms,
+                                                                  eager.created_at)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("level1/901"))
+    assert "compile" in line and "eager" not in line, line
+
+
 def test_compiling_ahead_builds_the_graphs_into_the_cache_and_times_nothing(
     cpu_hardware, sample_problems, settings, tmp_path, capsys
 ):

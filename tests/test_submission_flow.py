@@ -92,6 +92,13 @@ async def test_a_form_submission_is_evaluated_by_a_runner_and_streamed_live(
     await sync_to_async(wrong.refresh_from_db)()
     assert (right.verdict, wrong.verdict) == ("correct", "incorrect")
     assert await sync_to_async(right.evaluations.count)() == 1
+    # When it was timed, and when each phase began, kept with the result: what tells a timing
+    # disturbed by another evaluation from a slow kernel (bench/gpu_sharing.py).
+    report = (await sync_to_async(lambda: right.latest_evaluation)()).static_report
+    began = dict(report["phase_log"])
+    start, end = report["timing"]["window"]
+    assert began["timing"] <= start <= end <= began["profiling"] <= began["teardown"]
+    assert report["timing"]["candidate"]["n"] > 0
 
 
 def test_the_candidate_runs_in_neither_the_web_nor_the_runner_process(

@@ -37,6 +37,8 @@ from .gate import DeviceGate
 from .process import LogCapture, apply_limits, resolve_limits
 
 REFERENCE_MODULE = "kb_reference"
+# Backends whose source builds an extension when it is loaded (torch.utils.cpp_extension).
+COMPILED_BACKENDS = ("cuda", "cpp")
 # The worker's main loop serving the probing worker (probe.py), imported under its own name.
 WORKER_ENTRY = "from evaluation.harness.probe import main; main()"
 _TIMING_FACTS = ("n", "stopped", "rel_err", "input_sets", "flushes")
@@ -357,6 +359,9 @@ class Judge:
             "pids": [],
             "compile": {},
             "timing_detail": {},
+            # When each phase began (wall clock): set beside other evaluations' timing
+            # windows on a shared device (bench/gpu_sharing.py).
+            "phase_log": [],
             "static_report": {},
             # Where the device time went, per kernel (GPU only; _profile).
             "profile": {},
@@ -376,6 +381,7 @@ class Judge:
             torch.cuda.synchronize(torch.device(self.device))
 
     def phase(self, name: str) -> None:
+        self.result["phase_log"].append([name, time.time()])
         self.events.emit({"type": "phase", "phase": name})
 
     def add_phase_time(self, name: str, seconds: float) -> None:
@@ -430,6 +436,7 @@ class Judge:
                     self.result.setdefault("details", {})[key] = value
         finally:
             t_teardown = time.perf_counter()
+            self.result["phase_log"].append(["teardown", time.time()])
             if self.profiler is not None:
                 # Before the device is let go. Not waited for: its exit (a CUDA context, CUPTI)
                 # overlaps the worker's, and the runner ends whatever is left of the
@@ -539,20 +546,29 @@ class Judge:
         load = {"cmd": "load", "source": job["candidate_source"], "backend": job["backend"],
                 "precision": precision, "init_seed": seeds["init"],
                 "build_dir": self.worker.build_dir if self.worker.jailed else job["build_dir"]}
-        self.worker.post(load, init_inputs, phase="compile")
-        try:
-            ref_model = build_model(reference.Model, init_inputs, seeds["init"], device, precision)
-        except Exception as exc:
-            raise Verdict("harness_error", f"the reference model failed to build: "
-                          f"{short_message(exc)}") from None
-        if job.get("mode") != "compile":
-            t_prep = time.perf_counter()
-            with self.gate.shared():
-                self._prepare_checks(reference, ref_model, seeds)
-                self._note_memory("checks prepared")
-                self._release_cached_memory()
-            self.add_phase_time("checks", time.perf_counter() - t_prep)
-        reply, _ = self.worker.request(None, deadline=self.deadline, phase="compile")
+        # Loading runs the candidate's own code (its module, its model's construction), which
+        # may launch device work: a step on the device like a trial, held shared until the
+        # worker has replied (its device synchronised). Not where it would build an extension
+        # first: a cold build holds the host for a minute or more, and others' timings would
+        # wait that long; nor for a compile-only job, which is that build.
+        gated_load = job.get("mode") != "compile" and not (
+            job["backend"] in COMPILED_BACKENDS and not job.get("build_cached"))
+        with self.gate.shared() if gated_load else contextlib.nullcontext():
+            self.worker.post(load, init_inputs, phase="compile")
+            with contextlib.nullcontext() if gated_load else self.gate.shared():
+                try:
+                    ref_model = build_model(reference.Model, init_inputs, seeds["init"], device,
+                                            precision)
+                except Exception as exc:
+                    raise Verdict("harness_error", f"the reference model failed to build: "
+                                  f"{short_message(exc)}") from None
+                if job.get("mode") != "compile":
+                    t_prep = time.perf_counter()
+                    self._prepare_checks(reference, ref_model, seeds)
+                    self._note_memory("checks prepared")
+                    self._release_cached_memory()
+                    self.add_phase_time("checks", time.perf_counter() - t_prep)
+            reply, _ = self.worker.request(None, deadline=self.deadline, phase="compile")
         self.worker.channel.release()
         self.add_phase_time("compile", float(reply.get("compile_s") or 0.0))
         self.add_phase_time("load", time.perf_counter() - t0)

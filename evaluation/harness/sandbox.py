@@ -344,6 +344,8 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
     # The owner's build of this exact source, if any, goes into the worker's fresh slot.
     cache_entry = buildcache.entry_for(job)
     cache_hit = buildcache.fill(launch.slot, cache_entry, uid=launch.jail.get("uid"))
+    # A cached build loads in seconds, so the judge holds the device while it loads (judge.py).
+    job["build_cached"] = cache_hit
     slot_over = False
     next_slot_check = time.monotonic()
     # The clock starts when the job is handed over (a spare may have waited long for it).
@@ -481,6 +483,10 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
         "parent_death_signal": parent_death_signal_available(),
         "prestarted": launch.spare,
         "prestarted_ready": spare_ready,
+        # Wall clock: when its processes were started (a spare: ahead, during an earlier
+        # evaluation) and when the job was handed to them.
+        "launched_epoch": time.time() - (time.monotonic() - launch.spawned_at),
+        "handed_epoch": time.time() - (time.monotonic() - t_spawn),
         "prestart_hits": pool.POOL.hits,
     }
     result["environment"] = env

@@ -163,6 +163,10 @@ class Worker:
             self.model = build_model(
                 cls, init_inputs, header["init_seed"], self.device, header["precision"]
             )
+            if self.device != "cpu":
+                # Its construction's device work ends within the load, a step the judge may
+                # hold the device for (and a fault of that work is the construction's).
+                torch.cuda.synchronize(torch.device(self.device))
         except BaseException as exc:
             reply = self._failure(exc, "runtime_error", "init")
             reply.update({k: v for k, v in facts.items() if k not in reply})

@@ -151,6 +151,34 @@ def test_evaluations_sharing_a_device_are_timed_one_at_a_time(tmp_path: Path):
     assert not os.listdir(tmp_path / "gate") or gate._read_ledger(tmp_path / "gate") == {}
 
 
+# A candidate whose loading (its module's own code and its model's construction, where a kernel
+# may already launch device work) leaves a trace of when it ran.
+LOAD_TRACED = RELU.replace("class Model(", "class ModelNew(").replace(
+    "import torch.nn as nn",
+    "import torch.nn as nn\nimport time\nprint('load-start', time.time(), flush=True)")
+
+
+def test_a_candidates_loading_waits_while_another_evaluation_is_timed(tmp_path: Path):
+    """Loading runs the candidate's own code, which on a GPU may launch kernels: it is a step
+    on the device like a trial, so it must not run while another evaluation holds the device
+    alone for its timing (here the test holds it, for longer than a start-up takes)."""
+    job = {"reference_source": RELU, "candidate_source": LOAD_TRACED, "device": "cpu",
+           "n_trials": 1, "seed": 1, "time_limit_s": 120, "gate_dir": str(tmp_path / "gate"),
+           "memory_need_bytes": 1, "device_memory_bytes": 10,
+           "timing": {"warmup": 1, "min_reps": 3, "max_reps": 3, "warmup_ms": 0}}
+    holder = DeviceGate(tmp_path / "gate")
+    with ThreadPoolExecutor(1) as pool, holder.exclusive():
+        running = pool.submit(run_job, job)
+        time.sleep(8)  # its processes start, and would load the candidate, meanwhile
+        released = time.time()
+    holder.close()
+    result = running.result(timeout=120)
+    assert result["verdict"] == "correct", result["error"]
+    # What the module prints while it is imported goes to the compile log.
+    loaded = float(result["compile_log"].split("load-start", 1)[1].split()[0])
+    assert loaded >= released, f"loaded {released - loaded:.1f} s before the timing ended"
+
+
 def _baseline_job(tmp_path: Path, *, measure: bool) -> dict:
     return {"mode": "baseline", "reference_source": RELU, "precision": "fp32", "device": "cpu",
             "seed": 1, "baseline_modes": ["eager"], "measure": measure, "time_limit_s": 8,

@@ -36,8 +36,8 @@ class Command(BaseCommand):
         parser.add_argument("--include-unpublished", action="store_true",
                             help="measure draft and validated problems too (not retired ones)")
         parser.add_argument("--missing-only", action="store_true",
-                            help="skip problems whose current version already has every mode "
-                            "measured on this hardware with this torch (to resume a long run)")
+                            help="measure only the modes a problem's current version lacks on "
+                            "this hardware with this torch (to resume a long run)")
         parser.add_argument("--time-limit", type=float, default=None,
                             help="seconds per problem (default EVALUATION_TIME_LIMIT)")
         parser.add_argument("--batch", type=int, default=10,
@@ -132,8 +132,11 @@ class Command(BaseCommand):
             if missing:
                 raise CommandError(f"no such problem(s) to measure: {', '.join(sorted(missing))}")
         problems = shard(list(problems.select_related("current_version")), options["shard"])
-        if options["missing_only"]:
-            problems = [p for p in problems if not self.has_all(p, hardware, modes, detected)]
+        # Each problem's modes to measure: all of them, or with --missing-only only those it
+        # lacks (a resumed run does not measure again, and replace, what an earlier one stored).
+        wanted = {p.pk: [m for m in modes if m not in self.have(p, hardware, detected)]
+                  if options["missing_only"] else modes for p in problems}
+        problems = [p for p in problems if wanted[p.pk]]
         if not problems:
             self.stdout.write("nothing to measure")
             return
@@ -145,7 +148,7 @@ class Command(BaseCommand):
 
         def report(outcome) -> None:
             parts = []
-            for mode in modes:
+            for mode in wanted[outcome.problem.pk]:
                 if mode in outcome.stored:
                     stats = outcome.stored[mode].stats
                     text = f"{mode} {stats['median_ms']:.4g} ms"
@@ -165,26 +168,29 @@ class Command(BaseCommand):
         step = 2 * ahead if ahead > 0 else len(problems)
         for start in range(0, len(problems), step):
             chunk = problems[start:start + step]
-            if ahead > 0:
+            to_compile = [p for p in chunk if "compile" in wanted[p.pk]]
+            if ahead > 0 and to_compile:
                 began = time.monotonic()
                 failed_ahead = baselines_compile_ahead(
-                    hardware=hardware, problems=chunk, workers=ahead,
+                    hardware=hardware, problems=to_compile, workers=ahead,
                     time_limit_s=options["time_limit"],
                 )
                 self.stdout.write(
-                    f"compiled ahead: {len(chunk) - len(failed_ahead)}/{len(chunk)} problems "
-                    f"in {time.monotonic() - began:.0f} s, {ahead} at a time"
+                    f"compiled ahead: {len(to_compile) - len(failed_ahead)}/{len(to_compile)} "
+                    f"problems in {time.monotonic() - began:.0f} s, {ahead} at a time"
                 )
                 for slug, why in failed_ahead.items():
                     self.stderr.write(f"not compiled ahead {slug}: {why[:300]}")
-            baselines_measure(
-                hardware=hardware,
-                problems=chunk,
-                modes=modes,
-                time_limit_s=options["time_limit"],
-                batch_size=options["batch"],
-                on_outcome=report,
-            )
+            # The problems that want the same modes measured together, in the chunk's order.
+            for group_modes in dict.fromkeys(tuple(wanted[p.pk]) for p in chunk):
+                baselines_measure(
+                    hardware=hardware,
+                    problems=[p for p in chunk if tuple(wanted[p.pk]) == group_modes],
+                    modes=list(group_modes),
+                    time_limit_s=options["time_limit"],
+                    batch_size=options["batch"],
+                    on_outcome=report,
+                )
         elapsed = time.monotonic() - started
         self.stdout.write(
             f"measured {len(problems)} problems on {hardware.slug} in {elapsed:.0f} s "
@@ -192,8 +198,9 @@ class Command(BaseCommand):
         )
 
     @staticmethod
-    def has_all(problem: Problem, hardware: Hardware, modes: list[str], detected: dict) -> bool:
-        have = set(
+    def have(problem: Problem, hardware: Hardware, detected: dict) -> set[str]:
+        """The modes measured for the problem's current version on this hardware and torch."""
+        return set(
             Baseline.objects.filter(
                 problem=problem,
                 hardware=hardware,
@@ -202,4 +209,3 @@ class Command(BaseCommand):
                 source="measured",
             ).values_list("mode", flat=True)
         )
-        return set(modes) <= have
