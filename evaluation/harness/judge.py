@@ -39,6 +39,8 @@ from .process import LogCapture, apply_limits, resolve_limits
 REFERENCE_MODULE = "kb_reference"
 # Backends whose source builds an extension when it is loaded (torch.utils.cpp_extension).
 COMPILED_BACKENDS = ("cuda", "cpp")
+# What a source that builds an extension names, whatever backend it was submitted as.
+EXTENSION_WORDS = ("cpp_extension", "load_inline")
 # The worker's main loop serving the probing worker (probe.py), imported under its own name.
 WORKER_ENTRY = "from evaluation.harness.probe import main; main()"
 _TIMING_FACTS = ("n", "stopped", "rel_err", "input_sets", "flushes")
@@ -325,6 +327,16 @@ def _summary(stats: dict | None) -> dict | None:
     return summarize(stats["samples_ms"]) if stats else None
 
 
+def load_holds_device(job: dict) -> bool:
+    """Whether the judge holds the device shared while the candidate loads (its module's code
+    and its model's construction may launch device work): yes, unless the load builds an
+    extension the build cache does not hold (a cold build keeps the host a minute or more, and
+    no other evaluation's timing should wait that long), or the job only compiles."""
+    builds = job["backend"] in COMPILED_BACKENDS or any(
+        word in job["candidate_source"] for word in EXTENSION_WORDS)
+    return job.get("mode") != "compile" and not (builds and not job.get("build_cached"))
+
+
 class Judge:
     def __init__(self, job: dict, events: Events, workdir: Path):
         self.job = job
@@ -546,13 +558,9 @@ class Judge:
         load = {"cmd": "load", "source": job["candidate_source"], "backend": job["backend"],
                 "precision": precision, "init_seed": seeds["init"],
                 "build_dir": self.worker.build_dir if self.worker.jailed else job["build_dir"]}
-        # Loading runs the candidate's own code (its module, its model's construction), which
-        # may launch device work: a step on the device like a trial, held shared until the
-        # worker has replied (its device synchronised). Not where it would build an extension
-        # first: a cold build holds the host for a minute or more, and others' timings would
-        # wait that long; nor for a compile-only job, which is that build.
-        gated_load = job.get("mode") != "compile" and not (
-            job["backend"] in COMPILED_BACKENDS and not job.get("build_cached"))
+        # Loading is a step on the device like a trial (load_holds_device), held shared until
+        # the worker has replied, its device synchronised.
+        gated_load = load_holds_device(job)
         with self.gate.shared() if gated_load else contextlib.nullcontext():
             self.worker.post(load, init_inputs, phase="compile")
             with contextlib.nullcontext() if gated_load else self.gate.shared():

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from evaluation.harness import gate
 from evaluation.harness.gate import DeviceGate
+from evaluation.harness.judge import load_holds_device
 from evaluation.harness.sandbox import run_job
 
 from .problems import RELU
@@ -177,6 +178,19 @@ def test_a_candidates_loading_waits_while_another_evaluation_is_timed(tmp_path: 
     # What the module prints while it is imported goes to the compile log.
     loaded = float(result["compile_log"].split("load-start", 1)[1].split()[0])
     assert loaded >= released, f"loaded {released - loaded:.1f} s before the timing ended"
+
+
+def test_only_a_cold_extension_build_or_a_compile_only_job_loads_without_the_device_held():
+    triton = {"backend": "triton", "candidate_source": "import triton"}
+    cuda = {"backend": "cuda", "candidate_source": "from torch.utils.cpp_extension import load"}
+    # Submitted as PyTorch, but it builds a CUDA extension all the same.
+    mislabelled = {"backend": "torch", "candidate_source": "m = load_inline(name='k')"}
+    assert load_holds_device(triton)
+    assert load_holds_device({**cuda, "build_cached": True})
+    assert not load_holds_device(cuda)
+    assert not load_holds_device(mislabelled)
+    assert load_holds_device({**mislabelled, "build_cached": True})
+    assert not load_holds_device({**triton, "mode": "compile"})
 
 
 def _baseline_job(tmp_path: Path, *, measure: bool) -> dict:
