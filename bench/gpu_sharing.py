@@ -143,6 +143,7 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
          "--devices", "1" if hardware.kind == "cpu" else "0"],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
     out: dict = {"label": label}
+    clocks = ClockLog(var / f"clocks-{label}.csv") if hardware.kind != "cpu" else None
     try:
         # One evaluation first: the runner's workers up, their spares started.
         warm = submit(user, hardware, problems, latency_kernels()[:1])
@@ -188,6 +189,10 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
                     e.candidate_median_ms)
         out["medians"] = by_kernel
         out["timed"] = timed_windows(evaluations, kernel_of)
+        if clocks is not None:
+            samples = clocks.samples()
+            for t in out["timed"]:
+                t["device"] = device_during(samples, *t["window"])
         latencies = []
         right = latency_kernels()
         for item in [right[i % len(right)] for i in range(args.latency)]:
@@ -200,12 +205,59 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
         out["latencies_s"] = latencies
         out["warm_latency_s"] = statistics.median(latencies) if latencies else None
     finally:
+        if clocks is not None:
+            clocks.stop()
         runner.terminate()
         try:
             runner.wait(timeout=60)
         except subprocess.TimeoutExpired:
             runner.kill()
     return out
+
+
+class ClockLog:
+    """GPU 0's clocks, temperature and power every 100 ms, from nvidia-smi's own loop (one
+    process, outside the evaluations): a timing off its kernel's median at lower clocks was
+    slowed by the device's state, not by a neighbour."""
+
+    FIELDS = "timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw"
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", "-i", "0", f"--query-gpu={self.FIELDS}",
+                 "--format=csv,noheader,nounits", "-lms", "100"],
+                stdout=open(path, "w"), stderr=subprocess.DEVNULL)  # noqa: SIM115
+        except OSError:
+            self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def samples(self) -> list[tuple[float, float, float, float, float]]:
+        """(epoch, SM MHz, memory MHz, degrees C, watts) per line nvidia-smi wrote."""
+        out = []
+        for line in self.path.read_text().splitlines() if self.path.exists() else []:
+            parts = [p.strip() for p in line.split(",")]
+            try:  # nvidia-smi writes its local time: 2026/12/02 05:50:01.123
+                day, fraction = parts[0].rsplit(".", 1)
+                epoch = time.mktime(time.strptime(day, "%Y/%m/%d %H:%M:%S"))
+                out.append((epoch + float("0." + fraction), *map(float, parts[1:5])))
+            except (ValueError, IndexError):
+                continue
+        return out
+
+
+def device_during(samples: list[tuple], start: float, end: float) -> dict | None:
+    """The device's state over a window (the samples within 0.1 s of it): lowest and highest."""
+    inside = [s for s in samples if start - 0.1 <= s[0] <= end + 0.1]
+    if not inside:
+        return None
+    return {name: [min(s[i] for s in inside), max(s[i] for s in inside)]
+            for i, name in enumerate(("sm_mhz", "mem_mhz", "celsius", "watts"), start=1)}
 
 
 # A process tree started this long before a timing window may still be creating its CUDA
@@ -265,14 +317,17 @@ def print_outliers(label: str, timed: list[dict], share: float = 0.005) -> None:
                        if t["reference_ms"] and refs else None)
             print(f"  {label} off its kernel's median by {100 * off:+.2f}% (its reference, "
                   f"timed in the same window: {ref_off if ref_off is None else f'{ref_off:+.2f}'}"
-                  f"%): {t['kernel']} {t['median_ms']:.4f} ms, timing {t['candidate']}, beside "
-                  f"it: {t['overlaps'] or 'nothing'}", flush=True)
+                  f"%): {t['kernel']} {t['median_ms']:.4f} ms, timing {t['candidate']}, device "
+                  f"{t.get('device')}, beside it: {t['overlaps'] or 'nothing'}", flush=True)
     seen: dict[str, int] = {}
     for t in timed:
         for what, count in t["overlaps"].items():
             seen[what] = seen.get(what, 0) + count
+    clocks = [t["device"]["sm_mhz"] for t in timed if t.get("device")]
+    sm = (f"{min(c[0] for c in clocks):.0f}-{max(c[1] for c in clocks):.0f} MHz" if clocks
+          else "not sampled")
     print(f"  {label}: {len(timed)} timing windows; other evaluations' steps beside them: "
-          f"{seen or 'none'}", flush=True)
+          f"{seen or 'none'}; SM clock in them {sm}", flush=True)
 
 
 def spread(values: list[float]) -> float | None:
