@@ -313,12 +313,12 @@ def print_outliers(label: str, timed: list[dict], share: float = 0.005) -> None:
         off = (t["median_ms"] - middle) / middle
         if abs(off) > share:
             refs = [x["reference_ms"] for x in same if x["reference_ms"]]
-            ref_off = (100 * (t["reference_ms"] / statistics.median(refs) - 1)
-                       if t["reference_ms"] and refs else None)
+            ref_off = (f"{100 * (t['reference_ms'] / statistics.median(refs) - 1):+.2f}%"
+                       if t["reference_ms"] and refs else "not timed")
             print(f"  {label} off its kernel's median by {100 * off:+.2f}% (its reference, "
-                  f"timed in the same window: {ref_off if ref_off is None else f'{ref_off:+.2f}'}"
-                  f"%): {t['kernel']} {t['median_ms']:.4f} ms, timing {t['candidate']}, device "
-                  f"{t.get('device')}, beside it: {t['overlaps'] or 'nothing'}", flush=True)
+                  f"timed in the same window: {ref_off}): {t['kernel']} {t['median_ms']:.4f} ms, "
+                  f"timing {t['candidate']}, device {t.get('device')}, beside it: "
+                  f"{t['overlaps'] or 'nothing'}", flush=True)
     seen: dict[str, int] = {}
     for t in timed:
         for what, count in t["overlaps"].items():

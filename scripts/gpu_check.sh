@@ -112,7 +112,8 @@ for section in $sections; do
                      ${SHARING_LATENCY:+--latency "$SHARING_LATENCY"} --json "$OUT/sharing.json" \
                      2>&1 | tee "$OUT/sharing.log" ;;
         # The whole log goes to $OUT as it comes (a run cut short keeps what it printed); the
-        # console gets its end. Only the files with gpu tests: the others import what this host lacks (daphne).
+        # console gets its end. Only the files with gpu tests: the others import what this
+        # host lacks (daphne).
         tests) python3 -m pytest -q -m gpu -p no:cacheprovider $(grep -rl --include='*.py' "mark.gpu" tests) \
                    2>&1 | tee "$OUT/tests.log" | tail -40 ;;
         # The attack suite (tests/sandbox) through a real runner serving this host's GPU.

@@ -484,9 +484,8 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
         "prestarted": launch.spare,
         "prestarted_ready": spare_ready,
         # Wall clock: when its processes were started (a spare: ahead, during an earlier
-        # evaluation) and when the job was handed to them.
+        # evaluation), set beside other evaluations' timings (bench/gpu_sharing.py).
         "launched_epoch": time.time() - (time.monotonic() - launch.spawned_at),
-        "handed_epoch": time.time() - (time.monotonic() - t_spawn),
         "prestart_hits": pool.POOL.hits,
     }
     result["environment"] = env
