@@ -22,6 +22,7 @@ from evaluation.harness.types import Job, Result
 from evaluation.models import Hardware
 from gpu_runner.sharing import sharing_fields
 from problems.baselines import baseline_record
+from problems.curation import validation_settle
 from problems.models import Baseline, Problem, Validation
 
 log = logging.getLogger(__name__)
@@ -234,13 +235,7 @@ def validation_store(
             error=str(result.get("error") or ""),
             environment=result.get("environment") or {},
         )
-        problem = Problem.objects.select_for_update().get(pk=validation.problem_version.problem_id)
-        if problem.current_version_id == validation.problem_version_id:
-            if validation.status == Validation.Status.PASSED:
-                problem.mark_validated()
-            else:
-                # Not open for ranking until an admin decides (publish with a reason, retire).
-                problem.hold_for_findings()
+        validation_settle(validation=validation)
     return validation
 
 

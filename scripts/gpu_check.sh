@@ -18,7 +18,9 @@
 # BEFORE_REPEATS narrow it), drain (40 level 1 evaluations on every GPU, then on GPU 0 alone),
 # curation (scripts/gpu_curation.sh: validation and baselines, one shard per GPU; by default
 # levels 1 and 2, eager; the site's database comes back as $OUT/curation.sqlite3 and
-# CURATION_DB=that file resumes from it). Its environment (the script's header lists it all):
+# CURATION_DB=that file resumes from it, its curation as $OUT/curation.json and
+# CURATION_FROM=such a file, e.g. data/curation/h200.json, resumes from that). Its environment
+# (the script's header lists it all):
 # CURATION_LEVELS, CURATION_MODES, CURATION_STEPS (validate, baselines), VALIDATE_TIMEOUT,
 # BASELINES_TIMEOUT, VALIDATE_BATCH, BASELINES_BATCH, COMPILE_AHEAD. Level 3, eager and compile:
 #

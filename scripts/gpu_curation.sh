@@ -6,10 +6,13 @@
 #   scripts/gpu_curation.sh KERNELBENCH_FOLDER OUT_FOLDER
 #
 # The site is a throwaway SQLite database. A database carried from an earlier run
-# (CURATION_DB=path) is started from, and only what it lacks is done (--missing-only), so a run
-# cut short by the device's time limit resumes where it stopped. The database comes back as
-# OUT_FOLDER/curation.sqlite3 (also when a step's timeout stopped it; a consistent copy is also
-# made there every SNAPSHOT_EVERY seconds, default 60, so a killed run loses at most that).
+# (CURATION_DB=path) or a curation file (CURATION_FROM=path: `manage.py curation_export`'s JSON,
+# imported after the problems) is started from, and only what it lacks is done (--missing-only),
+# so a run cut short by the device's time limit resumes where it stopped. The database comes back
+# as OUT_FOLDER/curation.sqlite3 (also when a step's timeout stopped it; a consistent copy is also
+# made there every SNAPSHOT_EVERY seconds, default 60, so a killed run loses at most that), and
+# the selected levels' curation as OUT_FOLDER/curation.json when the script ends (from a
+# snapshot: `manage.py curation_export` run against it).
 #
 # Environment:
 #   CURATION_LEVELS    the levels, space- or comma-separated (default "1 2"), for the import, the
@@ -53,7 +56,8 @@ for step in $STEPS; do
         *) echo "CURATION_STEPS: not a step: $step (validate, baselines)"; exit 2 ;;
     esac
 done
-echo "curation: levels $LEVELS; steps $STEPS; baselines $MODES${CURATION_DB:+; from $CURATION_DB}"
+echo "curation: levels $LEVELS; steps $STEPS; baselines $MODES${CURATION_DB:+; from $CURATION_DB}\
+${CURATION_FROM:+; from $CURATION_FROM}"
 # (writable whatever the carried file's mode: files that came back from a device run are read-only)
 [ -n "${CURATION_DB:-}" ] && cp "$CURATION_DB" "$VAR/db.sqlite3" && chmod u+w "$VAR/db.sqlite3"
 # Whatever happens below, the database comes back; while it runs, a consistent copy of it every
@@ -74,10 +78,15 @@ copy.close()' "$VAR/db.sqlite3" "$OUT/curation.sqlite3.part" \
     >>"$OUT/snapshots.log" 2>&1 </dev/null &
 snapshots=$!
 trap 'kill $snapshots 2>/dev/null; wait $snapshots 2>/dev/null
-      snapshot || cp "$VAR/db.sqlite3" "$OUT/curation.sqlite3"' EXIT
+      snapshot || cp "$VAR/db.sqlite3" "$OUT/curation.sqlite3"
+      python3 manage.py curation_export --hardware h200 "${levels[@]}" \
+          --output "$OUT/curation.json" >/dev/null 2>&1 || true' EXIT
 
 python3 manage.py migrate -v0 || exit 1
 python3 manage.py import_kernelbench "$KB" "${levels[@]}" || exit 1
+if [ -n "${CURATION_FROM:-}" ]; then
+    python3 manage.py curation_import "$CURATION_FROM" || exit 1
+fi
 # Registered once here, so that the shards below do not race to create it.
 python3 -c '
 import django; django.setup()
