@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from django.db import transaction
@@ -42,8 +43,10 @@ def baseline_record(
     source: str = "measured",
     problem_version: ProblemVersion | None = None,
     environment: dict | None = None,
+    measured_at: datetime | None = None,
 ) -> Baseline:
-    """Store the figure for (problem, hardware, mode), replacing an older one."""
+    """Store the figure for (problem, hardware, mode), replacing an older one; measured_at
+    where that was not now (a curation import)."""
     baseline, _ = Baseline.objects.update_or_create(
         problem=problem,
         hardware=hardware,
@@ -55,7 +58,7 @@ def baseline_record(
             "torch_version": torch_version,
             "source": source,
             "environment": environment or {},
-            "created_at": timezone.now(),
+            "created_at": measured_at or timezone.now(),
         },
     )
     return baseline

@@ -451,7 +451,7 @@ def _entry_store(
                 )
             )
             continue
-        row = baseline_record(
+        baseline_record(
             problem=problem,
             hardware=hardware,
             mode=baseline.mode,
@@ -460,9 +460,8 @@ def _entry_store(
             source="measured",
             problem_version=version,
             environment=baseline.environment,
+            measured_at=baseline.created_at,
         )
-        if baseline.created_at:
-            Baseline.objects.filter(pk=row.pk).update(created_at=baseline.created_at)
         report.baselines.append(f"{entry.slug} {baseline.mode}")
 
 
@@ -480,9 +479,8 @@ def _validation_store(
         details=entry.details,
         error=entry.error,
         environment=entry.environment,
+        # When it was measured, not when it arrived here: the latest validation is found by it.
+        finished_at=entry.finished_at,
     )
-    # When it was measured, not when it arrived here: the latest validation is found by it.
-    validation.finished_at = entry.finished_at
-    validation.save(update_fields=["finished_at"])
     validation_settle(validation=validation)
     return validation

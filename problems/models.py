@@ -1,4 +1,5 @@
 import hashlib
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -295,7 +296,9 @@ class Validation(models.Model):
         details: dict | None = None,
         error: str = "",
         environment: dict | None = None,
+        finished_at: datetime | None = None,
     ) -> None:
+        """finished_at: when it was measured, where that was not now (a curation import)."""
         if failed:
             self.status = self.Status.FAILED
         else:
@@ -306,6 +309,6 @@ class Validation(models.Model):
         self.details = details or {}
         self.error = error
         self.environment = environment or {}
-        self.finished_at = timezone.now()
+        self.finished_at = finished_at or timezone.now()
         self.lease_expires_at = None
         self.save()
