@@ -20,7 +20,7 @@ from problems.curation import (
     validation_request,
 )
 from problems.models import Baseline, Problem, Validation
-from problems.services import problem_upsert
+from problems.services import problem_upsert, problems_import
 
 pytestmark = pytest.mark.django_db
 
@@ -385,3 +385,28 @@ def test_the_committed_h200_curation_is_a_file_a_site_reads():
     assert report.validations == [] and report.baselines == []
     assert {why for _, why in report.skipped} == {"no such problem on this site"}
     assert Hardware.objects.filter(slug="h200", name="NVIDIA H200").exists()
+
+
+KERNELBENCH = Path(__file__).resolve().parent.parent.parent / "shared" / "kernelbench"
+
+
+@pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="shared/kernelbench is not beside the repo")
+def test_the_committed_h200_curation_covers_every_level_3_problem_of_kernelbench():
+    """Issue 21: level 3 curated on the H200. Against the real problem set, every one of the 50
+    references is the one measured, so each gets its validation and both baselines."""
+    problems_import(path=KERNELBENCH, levels=[3])
+    data = json.loads(
+        (Path(__file__).resolve().parent.parent / "data/curation/h200.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    report = curation_import(data=data)
+    level3 = Problem.objects.filter(level=3)
+    assert level3.count() == 50 and report.skipped == []
+    assert sorted(report.validations) == sorted(level3.values_list("slug", flat=True))
+    h200 = Hardware.objects.get(slug="h200")
+    for mode in ("eager", "compile"):
+        measured = Baseline.objects.filter(hardware=h200, mode=mode, source="measured")
+        assert set(measured.values_list("problem__level", flat=True)) == {3}
+        assert measured.count() == 50
+    assert Validation.objects.filter(hardware=h200, status="flagged").count() == 19
