@@ -126,13 +126,15 @@ test-scaled: $(STAMP) system-deps $(NODE_STAMP)
 # ---- maintenance --------------------------------------------------------------------------------
 
 # Regenerates the lock with pip-tools from a throwaway venv. Run it on a machine of the project's
-# kind (Python 3.11, linux x86_64, pip's find-links folder holding torch 2.13.0+cpu).
+# kind (Python 3.11, linux x86_64, pip's find-links folder holding torch 2.13.0+cpu). Extras stay
+# in the pins (httpx[http2]==0.28.1): with them stripped, pip may take a dependency's own
+# `httpx[http2]>=0.28` for a second, unpinned requirement and refuse the whole hashed install.
 lock:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT \
 		&& $(PYTHON) -m venv "$$tmp/venv" \
 		&& "$$tmp/venv/bin/pip" install --quiet --disable-pip-version-check pip-tools \
 		&& CUSTOM_COMPILE_COMMAND="make lock" "$$tmp/venv/bin/pip-compile" --quiet \
-			--generate-hashes --allow-unsafe --strip-extras --extra test \
+			--generate-hashes --allow-unsafe --no-strip-extras --extra test \
 			--no-emit-index-url --no-emit-find-links --no-emit-trusted-host \
 			--output-file $(LOCK) pyproject.toml \
 		&& if ! grep -q '^torch==.*+cpu' $(LOCK); then \

@@ -34,7 +34,9 @@ mkdir -p "$DEST"
 rm -f "$DEST"/*.whl
 specs=()
 for name in "${PACKAGES[@]}"; do
-    pin=$(grep -iE "^${name}==[^ ]+" "$LOCK" | head -n 1 | awk '{print $1}')
+    # (a pin may name extras, psycopg[binary,pool]==3.3.9: the wheel is psycopg's own)
+    pin=$(grep -iE "^${name}(\[[^]]*\])?==[^ ]+" "$LOCK" | head -n 1 | awk '{print $1}' \
+        | sed 's/\[[^]]*\]//')
     if [[ -z $pin ]]; then
         echo "fetch_gpu_wheels: $name is not in $LOCK" >&2
         exit 1
