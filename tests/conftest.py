@@ -19,6 +19,8 @@ from gpu_runner.detect import detect
 from problems.services import samples_load
 
 REPO = Path(__file__).resolve().parent.parent
+# The KernelBench problem set that sits beside the repository (shared/kernelbench).
+KERNELBENCH = Path(os.environ.get("KERNELBENCH_PATH", REPO.parent / "shared" / "kernelbench"))
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
 

@@ -12,12 +12,12 @@ from evaluation.models import Hardware
 from gpu_runner.curation import baselines_compile_ahead
 from problems.models import Baseline
 from problems.services import problem_upsert
-from tests.conftest import REPO
+from tests.conftest import KERNELBENCH
 
 pytestmark = pytest.mark.django_db
 
 PROBLEMS = Path(__file__).resolve().parent / "problems"
-H100 = REPO.parent / "shared" / "kernelbench" / "baselines" / "H100_Modal"
+H100 = KERNELBENCH / "baselines" / "H100_Modal"
 
 
 def test_the_command_times_a_published_reference_eager_and_compiled(

@@ -21,6 +21,7 @@ from problems.curation import (
 )
 from problems.models import Baseline, Problem, Validation
 from problems.services import problem_upsert, problems_import
+from tests.conftest import KERNELBENCH, REPO
 
 pytestmark = pytest.mark.django_db
 
@@ -372,14 +373,15 @@ def test_resuming_with_missing_only_skips_what_was_imported(
     assert Baseline.objects.filter(problem=relu).count() == 2
 
 
+def committed_h200_curation() -> dict:
+    """data/curation/h200.json, what our H200 runs measured."""
+    return json.loads((REPO / "data/curation/h200.json").read_text(encoding="utf-8"))
+
+
 def test_the_committed_h200_curation_is_a_file_a_site_reads():
     """data/curation/h200.json, what our H200 runs measured: well-formed, so a site (here one
     without those problems, which skips each by name) and the curation script can import it."""
-    data = json.loads(
-        (Path(__file__).resolve().parent.parent / "data/curation/h200.json").read_text(
-            encoding="utf-8"
-        )
-    )
+    data = committed_h200_curation()
     report = curation_import(data=data)
     assert data["hardware"]["slug"] == "h200" and len(data["problems"]) >= 50
     assert report.validations == [] and report.baselines == []
@@ -387,20 +389,12 @@ def test_the_committed_h200_curation_is_a_file_a_site_reads():
     assert Hardware.objects.filter(slug="h200", name="NVIDIA H200").exists()
 
 
-KERNELBENCH = Path(__file__).resolve().parent.parent.parent / "shared" / "kernelbench"
-
-
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="shared/kernelbench is not beside the repo")
 def test_the_committed_h200_curation_covers_every_level_3_problem_of_kernelbench():
     """Issue 21: level 3 curated on the H200. Against the real problem set, every one of the 50
     references is the one measured, so each gets its validation and both baselines."""
     problems_import(path=KERNELBENCH, levels=[3])
-    data = json.loads(
-        (Path(__file__).resolve().parent.parent / "data/curation/h200.json").read_text(
-            encoding="utf-8"
-        )
-    )
-    report = curation_import(data=data)
+    report = curation_import(data=committed_h200_curation())
     level3 = Problem.objects.filter(level=3)
     assert level3.count() == 50 and report.skipped == []
     assert sorted(report.validations) == sorted(level3.values_list("slug", flat=True))

@@ -1,7 +1,6 @@
 """Importing KernelBench: the problem folder and the dataset's files, read as text, never run."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,11 @@ from problems.importing import ImportSourceError
 from problems.models import Problem, ProblemVersion
 from problems.services import problems_import
 from submissions.models import Evaluation, Submission
-from tests.conftest import REPO
+from tests.conftest import KERNELBENCH
 
 pytestmark = pytest.mark.django_db
 
 PROBLEMS = Path(__file__).resolve().parent / "problems"
-# The KernelBench problem set that sits beside the repository (shared/kernelbench).
-KERNELBENCH = Path(os.environ.get("KERNELBENCH_PATH", REPO.parent / "shared" / "kernelbench"))
 
 
 def problem_text(name: str) -> str:
