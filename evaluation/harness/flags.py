@@ -28,6 +28,7 @@ BACKEND_SHARE_MIN = 0.001
 
 BACKEND_SHARE_SMALL = "backend_share_small"
 TIMING_NOT_REPRODUCED = "timing_not_reproduced"
+TIMING_UNCONFIRMED = "timing_unconfirmed"
 
 # name -> what it means. Shown with the result, never among the exploits.
 NOTES: dict[str, str] = {
@@ -40,8 +41,13 @@ NOTES: dict[str, str] = {
         "a re-verification with fresh seeds did not reproduce the first evaluation's timing "
         "(noise, not an exploit)"
     ),
+    TIMING_UNCONFIRMED: (
+        "the judge's own clock around each timed call did not confirm the times the kernel's "
+        "process reported, timed twice: kept off the boards until it is evaluated again (a "
+        "loaded host, or a report the judge cannot vouch for)"
+    ),
 }
-HOLDING_NOTES = frozenset({TIMING_NOT_REPRODUCED})
+HOLDING_NOTES = frozenset({TIMING_NOT_REPRODUCED, TIMING_UNCONFIRMED})
 CAPPED_NOTES = frozenset({BACKEND_SHARE_SMALL})
 
 # KernelBench's own counting (the model-run tables' second column): its evaluator checks the

@@ -382,6 +382,10 @@ class Judge:
         }
         self.worker: WorkerHandle | None = None
         self.profiler: Profiler | None = None
+        self.round_trip: dict[str, float] = {}
+        self.ref_timer: Any = None  # timing.CallTimer, the judge's (made by _calibrate)
+        self.local_path: Any = None
+        self.reference: Any = None  # the problem's module, loaded here
         self.checks: dict[str, Any] = self.result["checks"]
         self.gate = DeviceGate(job.get("gate_dir"), sync=self._synchronize,
                                deadline=self.deadline)
@@ -507,12 +511,10 @@ class Judge:
             build_model,
             derive_seed,
             make_init_inputs,
-            make_inputs,
             module_from_source,
             source_hash,
         )
         from .probe import describe
-        from .timing import sets_that_fit
 
         if device != "cpu" and not torch.cuda.is_available():
             raise Verdict("harness_error", f"device {device} requested but CUDA is not available")
@@ -538,6 +540,7 @@ class Judge:
         self.result["seeds"] = seeds
         try:
             reference = module_from_source(job["reference_source"], REFERENCE_MODULE)
+            self.reference = reference
             init_inputs = make_init_inputs(reference, seeds["init"])
         except Exception as exc:
             reason = unavailable_reason(exc)
@@ -551,6 +554,11 @@ class Judge:
         self.add_phase_time("worker_start", time.perf_counter() - self.worker.started)
         if isinstance(reply.get("limits"), dict):
             self.result["environment"]["worker_rlimits"] = reply["limits"]
+        if job.get("measure", True) and job.get("mode") != "compile":
+            t_cal = time.perf_counter()
+            with self.gate.shared():
+                self._calibrate(reference, seeds)
+            self.add_phase_time("calibration", time.perf_counter() - t_cal)
 
         # Compile / load the candidate (the worker does it while we build the reference).
         self.phase("compiling")
@@ -635,20 +643,11 @@ class Judge:
             self.result["verdict"] = "correct"
             return
 
-        # Timing: same function, same input sets, same device, candidate then reference.
+        # Timing: the same timed call for candidate and reference, on the same draws, on the
+        # same device, candidate then reference (judge_clock.py).
         self.phase("timing")
-        t0 = time.perf_counter()
-        with self.gate.shared():
-            sets = [make_inputs(reference, seeds["timing"][0], device, precision)]
-        # Sets of several GB each would not fit three times over (ours, the transfer box, the
-        # worker's copies); one that large is far beyond the cache anyway, and the fresh draw
-        # between uses keeps a cached result from passing.
-            wanted = sets_that_fit(exploits.nbytes(sets[0]), len(seeds["timing"]), device)
-            sets += [make_inputs(reference, s, device, precision)
-                     for s in seeds["timing"][1:wanted]]
-        self.add_phase_time("inputs", time.perf_counter() - t0)
         t_timing = time.perf_counter()
-        rejecting = self._time_candidate_and_reference(reference, ref_model, sets, seeds)
+        rejecting = self._time_candidate_and_reference(reference, ref_model, seeds)
         self.add_phase_time("timing", time.perf_counter() - t_timing)
         self.reject_if_needed(rejecting, "timed calls")
         t_checks = time.perf_counter()
@@ -861,7 +860,14 @@ class Judge:
                                      or "no reply")[:300]
             self.checks["profiler"] = facts
         if reply is None:
-            reply, _ = self.worker.request(request, deadline=self.deadline, phase="profiling")
+            # The timed worker holds no inputs of its own: the judge draws the call's set.
+            from .loading import make_inputs
+
+            inputs = make_inputs(self.reference, self.result["seeds"]["profile"], self.device,
+                                 self.job["precision"])
+            reply, _ = self.worker.request(request, inputs, deadline=self.deadline,
+                                           phase="profiling")
+            del inputs
         self.add_phase_time("profile", time.perf_counter() - t0)
         if not reply.get("ok"):
             if reply.get("verdict") != "harness_error":
@@ -922,88 +928,176 @@ class Judge:
                                             "memory_bound_ms": report.get("memory_bound_ms")})
 
     # --- timing --------------------------------------------------------------------------------
-    def _time_candidate_and_reference(self, reference: Any, ref_model: Any, sets: list,
+    def _timed_call_header(self) -> dict[str, Any]:
+        cfg = self.job["timing"]
+        return {"cmd": "call", "flush_l2": bool(cfg.get("flush_l2", True)),
+                "cpu_threads": cfg.get("cpu_threads", 1)}
+
+    def _calibrate(self, reference: Any, seeds: dict) -> None:
+        """What the path through the worker costs the judge's clock beyond the same call made
+        here, measured before the candidate's code is loaded (judge_clock.round_trip), on a set
+        of the problem's inputs drawn for it alone."""
+        from .judge_clock import LocalPath, calibration_call, round_trip
+        from .loading import make_inputs
+        from .timing import CallTimer
+
+        self.ref_timer = CallTimer(self.device,
+                                   flush_l2=bool(self.job["timing"].get("flush_l2", True)))
+        self.local_path = LocalPath(self.ref_timer)
+        inputs = make_inputs(reference, derive_check_seed(seeds["checks"], 3), self.device,
+                             self.job["precision"])
+        header = self._timed_call_header()
+
+        def worker_call(values: list, flushes: int) -> tuple[dict, Any]:
+            reply, out = self.worker.request({**header, "flushes": flushes}, values,
+                                             deadline=self.deadline, phase="start")
+            if not reply.get("ok"):
+                raise Verdict("harness_error", "the worker failed the judge's calibration "
+                              f"call: {str(reply.get('error') or '')[:300]}")
+            return reply, out
+
+        def local_call(values: list, flushes: int) -> tuple[dict, Any]:
+            return self.local_path.call(calibration_call, values, flushes)
+
+        self.round_trip = round_trip(worker_call, local_call, inputs, sync=self.ref_timer.sync)
+        self.checks["round_trip"] = self.round_trip
+
+    def _time_candidate_and_reference(self, reference: Any, ref_model: Any,
                                       seeds: dict) -> list[str]:
-        """Times both sides through the same call recorder, checks every timed call's output,
-        and returns the rejecting flags it raised."""
+        """Times both sides call by call through the judge's loop (judge_clock.py): every
+        call's inputs drawn here and sent with it, the whole output back inside the judge's
+        interval and checked against the reference on the same draw; returns the rejecting
+        flags it raised."""
         import torch
 
         from . import exploits
+        from .judge_clock import TimingLoop, vouch
         from .loading import make_inputs
-        from .probe import KEEP_CALLS, CallRecorder, draw_inputs
-        from .timing import time_callable
+        from .probe import draw_inputs, summarize_output
+        from .timing import flush_ms
 
-        job = self.job
-        timing_cfg = dict(job["timing"])
-        family = str(self.checks.get("refresh") or "none")
+        job, device = self.job, self.device
+        on_gpu = device != "cpu"
+        cfg = dict(job["timing"])
+        n_sets = len(seeds["timing"])
         refresh_seed = derive_check_seed(seeds["checks"], 1)
         sample_seed = derive_check_seed(seeds["checks"], 2)
-        later = draw_inputs(reference, refresh_seed, self.device, job["precision"])
+        later = draw_inputs(reference, refresh_seed, device, job["precision"])
 
         def draw(j: int, k: int) -> list:
-            if k == 0:
-                return make_inputs(reference, seeds["timing"][j], self.device, job["precision"])
+            if k == 0 and j < n_sets:
+                return make_inputs(reference, seeds["timing"][j], device, job["precision"])
             return later(j, k)
 
-        # The sets travel first, acknowledged, so the timed request below carries no transfer.
-        # The worker draws later uses itself, from its own copy of the reference.
-        with self.gate.shared():
-            reply, _ = self.worker.request(
-                {"cmd": "sets", "refresh": {"family": family, "seed": refresh_seed,
-                                            "reference_source": job["reference_source"],
-                                            "precision": job["precision"]}},
-                sets, deadline=self.deadline, phase="timing")
-        if not reply.get("ok"):
-            raise self._failure(reply)
-        recorder = CallRecorder(ref_model, sets, self.device,
-                                draw=draw if family == "draws" else None,
-                                sample_seed=sample_seed)
+        def summarize(out: Any) -> tuple[list[dict], Any]:
+            return summarize_output(out, sample_seed)
+
+        ref_timer = self.ref_timer
+        one_flush = flush_ms(ref_timer.flush, device) if ref_timer.flush is not None else 0.0
+        header = self._timed_call_header()
+
+        def cand_call(inputs: list, flushes: int) -> tuple[dict, Any]:
+            reply, out = self.worker.request({**header, "flushes": flushes}, inputs,
+                                             deadline=self.deadline, phase="timing")
+            if not reply.get("ok"):
+                raise self._failure(reply)
+            return reply, out
+
+        def ref_call(inputs: list, flushes: int) -> tuple[dict, Any]:
+            return self.local_path.call(ref_model, inputs, flushes)
+
+        def loop(offset: int) -> TimingLoop:
+            return TimingLoop(lambda j, k: draw(j + offset, k), n_sets, summarize,
+                              sync=ref_timer.sync, one_flush_ms=one_flush, on_gpu=on_gpu,
+                              **cfg)
+
+        attempts: list[dict] = []
+        records: list[dict] = []
+        outputs: list[Any] = []
+        threads_before = torch.get_num_threads()
+        cpu_threads = cfg.get("cpu_threads", 1)
         # Both sides timed with the device to this evaluation alone (gate.py).
         with self.gate.exclusive():
             self.result["timing_window"] = [time.time(), None]  # shown beside others' steps
-            t0 = time.perf_counter()
-            reply, recorded = self.worker.request(
-                {"cmd": "time", "timing": timing_cfg,
-                 "probe": {"sample_seed": sample_seed, "keep_calls": KEEP_CALLS}},
-                deadline=self.deadline, phase="timing")
-            cand_batch_ms = (time.perf_counter() - t0) * 1e3
-            if reply.get("ok"):
-                t0 = time.perf_counter()
-                ref = time_callable(recorder, sets, self.device, **timing_cfg)
-                ref_batch_ms = (time.perf_counter() - t0) * 1e3
-            self.result["timing_window"][1] = time.time()
+            try:
+                if not on_gpu and isinstance(cpu_threads, int) and cpu_threads > 0:
+                    torch.set_num_threads(cpu_threads)
+                for attempt in range(2):
+                    cand_loop, ref_loop = loop(2 * attempt * n_sets), loop(2 * attempt * n_sets)
+                    cand = cand_loop.run(cand_call)
+                    ref = ref_loop.run(ref_call)
+                    report = vouch(cand, ref, self.round_trip, one_flush)
+                    attempts.append({"cand": cand, "ref": ref, "report": report,
+                                     "ref_records": ref.records, "ref_outputs": ref.outputs,
+                                     "offset": 2 * attempt * n_sets})
+                    records += cand.records
+                    outputs += cand.outputs
+                    if report["confirmed"]:
+                        break
+            finally:
+                torch.set_num_threads(threads_before)
+                self.result["timing_window"][1] = time.time()
+            reply, kept = self.worker.request({"cmd": "late"}, deadline=self.deadline,
+                                              phase="timing")
         self._note_memory("timing", reply.get("memory_gb"))
-        if not reply.get("ok"):
-            raise self._failure(reply)
-        cand = _clean_stats(reply)
-        self.result["candidate"] = _summary(cand)
-        self.result["reference"] = _summary(ref)
+        last = attempts[-1]
+        cand, ref, report = last["cand"], last["ref"], last["report"]
+        self.result["candidate"] = _summary(cand.stats())
+        self.result["reference"] = _summary(ref.stats())
         if self.result["candidate"] and self.result["reference"]:
             c = self.result["candidate"]["median_ms"]
             r = self.result["reference"]["median_ms"]
             self.result["speedup"] = r / c if c > 0 else None
+        report["attempts"] = len(attempts)
+        if len(attempts) > 1:
+            report["first_attempt"] = {k: attempts[0]["report"].get(k) for k in (
+                "judge_median_ms", "reported_median_ms", "unexplained_ms", "expected_ms",
+                "tolerance_ms")}
         self.result["timing_detail"] = {
-            "candidate": {k: cand[k] for k in _TIMING_FACTS},
-            "reference": {k: ref[k] for k in _TIMING_FACTS},
-            "cross_check": self._cross_check(cand, cand_batch_ms, ref, ref_batch_ms),
+            "candidate": {**{k: cand.stats()[k] for k in _TIMING_FACTS if k != "input_sets"},
+                          "input_sets": n_sets},
+            "reference": {**{k: ref.stats()[k] for k in _TIMING_FACTS if k != "input_sets"},
+                          "input_sets": n_sets},
+            "judge_clock": report,
+            "cross_check": self._stream_check(cand.stats(), ref.stats()),
         }
+        if not report["confirmed"]:
+            from .flags import TIMING_UNCONFIRMED
+
+            self.flag(TIMING_UNCONFIRMED, {k: report.get(k) for k in (
+                "reason", "judge_median_ms", "reported_median_ms", "vouched_median_ms")})
 
         # Every timed call's output, against the reference on the same (drawn) inputs.
-        calls, samples, late = _clean_recorded(reply, recorded)
-        claimed = len(cand["samples_ms"]) + len(cand["warmup_ms"])
-        made = reply.get("probe_calls_made") if isinstance(reply.get("probe_calls_made"),
-                                                           int) else -1
+        expected: dict[tuple[int, int], tuple[list[dict], Any]] = {}
+        for a in attempts:
+            for rec, sampled in zip(a["ref_records"], a["ref_outputs"], strict=True):
+                expected.setdefault((rec["j"] + a["offset"], rec["k"]), (rec["outputs"], sampled))
+        for a, start in zip(attempts, _starts(attempts), strict=True):
+            for rec in records[start:start + len(a["cand"].records)]:
+                rec["j"] += a["offset"]
+        for c, rec in enumerate(records):
+            rec["c"] = c
+
+        def expected_for(j: int, k: int) -> tuple[list[dict], Any] | None:
+            if (j, k) not in expected:
+                if j < 0 or k < 0:
+                    return None
+                with torch.no_grad():
+                    out = ref_model(*draw(j, k))
+                ref_timer.sync()
+                expected[(j, k)] = summarize(out)
+            return expected[(j, k)]
+
+        late = _late_samples(reply, kept, summarize)
+        made = reply.get("made")
         with torch.no_grad(), self.gate.shared():
             flags, details = exploits.verify_timed_calls(
-                calls, samples, late, recorder.expected_for, claimed_calls=claimed,
-                made_calls=made, atol=self.job["atol"], rtol=self.job["rtol"])
-            details["refresh"] = family
+                records, outputs, late, expected_for, claimed_calls=len(records),
+                made_calls=made if isinstance(made, int) and not isinstance(made, bool) else -1,
+                atol=self.job["atol"], rtol=self.job["rtol"])
             if {f for f in flags if f in exploits.REJECTING} == {"timed_output_incorrect"} and (
                     details.get("wrong_calls")):
                 self._recheck_untimed(ref_model, draw, flags, details)
-        errors = reply.get("probe_errors")
-        if isinstance(errors, list) and errors:
-            details["recorder_errors"] = [str(e)[:300] for e in errors[:5]]
         self.checks["timed_calls"] = details
         self.flag_all(flags, details)
         state = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
@@ -1022,7 +1116,7 @@ class Judge:
 
         j, k = details["wrong_calls"][0]
         seeds = self.result["seeds"]
-        seed = seeds["timing"][j] if k == 0 else draw_seed(
+        seed = seeds["timing"][j] if k == 0 and j < len(seeds["timing"]) else draw_seed(
             derive_check_seed(seeds["checks"], 1), j, k)
         inputs = draw(j, k)
         reply, outputs = self.worker.request({"cmd": "run", "k": 0}, inputs,
@@ -1045,53 +1139,30 @@ class Judge:
         raise Verdict("incorrect", f"timing inputs (set {j}, use {k}, seed {seed}): "
                                    f"{trial.get('reason', 'mismatch')}")
 
-    def _cross_check(self, cand: dict, cand_batch_ms: float, ref: dict, ref_batch_ms: float):
-        """Hold the worker's reported times against what the judge's own clock saw.
-
-        The judge timed the whole batch from outside. Whatever the worker's report leaves
-        unexplained (batch time minus reported calls) is overhead: flushes, synchronisation,
-        the output checks, the reply. The reference, timed here by the same function through the
-        same recorder, shows how much overhead per call is normal; a candidate whose
-        unexplained time is far larger under-reported.
-        """
-        def reported(stats: dict) -> float:
-            return sum(stats["wall_ms"]) + sum(stats["warmup_ms"])
-
-        calls_c = len(cand["wall_ms"]) + len(cand["warmup_ms"])
-        calls_r = len(ref["wall_ms"]) + len(ref["warmup_ms"])
-        ref_overhead = max(ref_batch_ms - reported(ref), 0.0) / max(calls_r, 1)
-        cand_unexplained = cand_batch_ms - reported(cand)
-        allowed = calls_c * (3 * ref_overhead + 0.2) + 250.0  # + a fixed allowance for the reply
-        check = {
-            "judge_batch_ms": cand_batch_ms,
-            "reported_ms": reported(cand),
-            "unexplained_ms": cand_unexplained,
-            "allowed_ms": allowed,
-            "judge_ms_per_call_upper_bound": cand_batch_ms / max(calls_c, 1),
-        }
-        if cand_unexplained > allowed:
-            self.flag("timing_underreported", check)
-        if cand_unexplained < -max(5.0, 0.05 * cand_batch_ms):
-            self.flag("timing_overreported", check)
-        if self.device != "cpu" and cand["samples_ms"]:
-            # Work on another stream: the end event does not wait for it, the device-wide
-            # synchronise does, so the host interval grows past the event interval.
-            gaps = [w - p - s for w, p, s in zip(cand["wall_ms"], cand["prefix_ms"],
-                                                 cand["samples_ms"], strict=False)]
-            gap = statistics.median(gaps)
-            med = statistics.median(cand["samples_ms"])
-            check["median_wall_minus_event_ms"] = gap
-            if gap > 0.05 + 0.5 * med:
-                self.flag("unsynchronized_work", {"median_gap_ms": gap, "median_ms": med})
-            # Or it started early and ran during the flush before the start event, which then
-            # took longer than the same flush before the reference's calls.
-            per_flush = _median_per_flush(cand)
-            ref_per_flush = _median_per_flush(ref)
-            if per_flush is not None and ref_per_flush is not None:
-                check["flush_ms"] = {"candidate": per_flush, "reference": ref_per_flush}
-                if per_flush > 1.25 * ref_per_flush + 0.01:
-                    self.flag("unsynchronized_work", {"flush_ms": per_flush,
-                                                      "reference_flush_ms": ref_per_flush})
+    def _stream_check(self, cand: dict, ref: dict) -> dict[str, Any]:
+        """Work on another stream, from the worker's own figures (evidence: a worker that hides
+        it also hides its time from the judge's clock, which judge_clock.vouch holds it to)."""
+        check: dict[str, Any] = {}
+        if self.device == "cpu" or not cand["samples_ms"]:
+            return check
+        # The end event does not wait for work on another stream, the device-wide synchronise
+        # does, so the host interval grows past the event interval.
+        gaps = [w - p - s for w, p, s in zip(cand["wall_ms"], cand["prefix_ms"],
+                                             cand["samples_ms"], strict=False)]
+        gap = statistics.median(gaps)
+        med = statistics.median(cand["samples_ms"])
+        check["median_wall_minus_event_ms"] = gap
+        if gap > 0.05 + 0.5 * med:
+            self.flag("unsynchronized_work", {"median_gap_ms": gap, "median_ms": med})
+        # Or it started early and ran during the flush before the start event, which then
+        # took longer than the same flush before the reference's calls.
+        per_flush = _median_per_flush(cand)
+        ref_per_flush = _median_per_flush(ref)
+        if per_flush is not None and ref_per_flush is not None:
+            check["flush_ms"] = {"candidate": per_flush, "reference": ref_per_flush}
+            if per_flush > 1.25 * ref_per_flush + 0.01:
+                self.flag("unsynchronized_work", {"flush_ms": per_flush,
+                                                  "reference_flush_ms": ref_per_flush})
         return check
 
     def _compare(self, k: int, expected: Any, outputs: Any) -> dict:
@@ -1134,28 +1205,28 @@ def derive_check_seed(seed: int, index: int) -> int:
     return derive_seed(seed, "check", index)
 
 
-def _clean_recorded(reply: dict, recorded: Any) -> tuple[list[dict], list, dict[int, Any]]:
-    """The worker's record of its timed calls, checked for shape (it is untrusted)."""
-    import torch
+def _starts(attempts: list[dict]) -> list[int]:
+    """Where each attempt's candidate records begin in the list of all of them."""
+    starts, total = [], 0
+    for a in attempts:
+        starts.append(total)
+        total += len(a["cand"].records)
+    return starts
 
-    calls = reply.get("probe_calls")
-    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
-        return [], [], {}
-    samples: list = []
+
+def _late_samples(reply: dict, kept: Any, summarize: Any) -> dict[int, Any]:
+    """The kept outputs, sampled now by the judge (untrusted: checked for shape)."""
+    calls = reply.get("calls")
     late: dict[int, Any] = {}
-    if isinstance(recorded, dict):
-        raw = recorded.get("samples")
-        if isinstance(raw, list):
-            samples = [t.cpu() if isinstance(t, torch.Tensor) else None for t in raw]
-        late_calls = reply.get("probe_late_calls")
-        late_raw = recorded.get("late")
-        if isinstance(late_calls, list) and isinstance(late_raw, list):
-            for c, t in zip(late_calls, late_raw, strict=False):
-                if isinstance(c, int) and isinstance(t, torch.Tensor):
-                    late[c] = t.cpu()
-    if any(s is None for s in samples):
-        return calls, [], late
-    return calls, samples, late
+    if not isinstance(calls, list) or not isinstance(kept, list):
+        return late
+    for c, out in zip(calls, kept, strict=False):
+        if isinstance(c, int) and not isinstance(c, bool):
+            try:
+                late[c] = summarize(out)[1]
+            except Exception:  # a malformed kept output is evidence of nothing
+                continue
+    return late
 
 
 def _median_per_flush(stats: dict) -> float | None:
@@ -1163,32 +1234,6 @@ def _median_per_flush(stats: dict) -> float | None:
     if not isinstance(flushes, int) or flushes < 1 or not stats.get("prefix_ms"):
         return None
     return statistics.median(stats["prefix_ms"]) / flushes
-
-
-def _clean_stats(reply: dict) -> dict:
-    """The worker's timing reply, checked for shape (it is untrusted)."""
-    out: dict[str, Any] = {}
-    if "prefix_ms" not in reply and isinstance(reply.get("samples_ms"), list):
-        reply = {**reply, "prefix_ms": [0.0] * len(reply["samples_ms"])}  # no flush reported
-    for key in ("samples_ms", "wall_ms", "prefix_ms", "warmup_ms"):
-        values = reply.get(key)
-        if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
-            raise Verdict("runtime_error", "the worker sent malformed timing data")
-        out[key] = [float(v) for v in values]
-    if not out["samples_ms"] or not (len(out["samples_ms"]) == len(out["wall_ms"])
-                                     == len(out["prefix_ms"])):
-        raise Verdict("runtime_error", "the worker sent malformed timing data")
-    flushes = reply.get("flushes")
-    out["flushes"] = flushes if isinstance(flushes, int) and not isinstance(flushes, bool) else 0
-    if min(out["samples_ms"]) < 0:
-        raise Verdict("runtime_error", "the worker sent negative times")
-    out["n"] = len(out["samples_ms"])
-    out["stopped"] = str(reply.get("stopped"))[:20]
-    rel = reply.get("rel_err")
-    out["rel_err"] = float(rel) if isinstance(rel, (int, float)) else None
-    sets = reply.get("input_sets")
-    out["input_sets"] = sets if isinstance(sets, int) else None
-    return out
 
 
 def run_mode(job: dict, events: Events, workdir: Path) -> dict:

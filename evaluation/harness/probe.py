@@ -1,22 +1,19 @@
-"""Probes for the exploit checks: the recorder of timed calls (used on both sides) and the probing
-worker (the candidate's process).
+"""Probes for the exploit checks: what the judge and the probing worker (the candidate's process)
+share to describe outputs and draws, and the probing worker itself.
 
-The judge starts the worker as `python -m evaluation.harness.probe`: the same worker as
-`evaluation.harness.worker` (its main loop, its commands), plus what the judge asks of it to catch
-exploits. Everything measured in the candidate's process is evidence that the candidate could
-forge; the judge never takes a value from here as a verdict. What decides is checked where the
-candidate cannot reach: the outputs (compared in the judge against expected outputs the worker
-never sees) and the time (the judge's own clock around the whole timed batch).
+The judge starts the worker through `main` here: the same worker as `evaluation.harness.worker`
+(its main loop, its commands), plus what the judge asks of it to catch exploits. Everything
+measured in the candidate's process is evidence that the candidate could forge; the judge never
+takes a value from here as a verdict. What decides is checked where the candidate cannot reach:
+the outputs (compared in the judge against expected outputs the worker never sees, each timed
+call's whole output sampled with the judge's own seed) and the time (the judge's own clock around
+every timed call, judge_clock.py).
 
 What the worker adds:
-- every timed call goes through `CallRecorder`: right after the call (and the device-wide
-  synchronise) it samples the output (a few hundred elements at positions from the judge's seed,
-  plus float64 sums of all of it) and then refills that input set in place with a fresh draw
-  from the problem's own get_inputs() under a new seed, so no two calls ever see the same values
-  at the same address (result caching keyed on pointer, id, version or values cannot pay) and no
-  input leaves the problem's distribution (a kernel exact only on the inputs the problem can
-  produce stays correct); the judge draws the same inputs on its side to know what each call
-  should have returned. The reference is timed through the same recorder, so both pay the same.
+- around each timed call: whether the output is the input's memory or an earlier timed call's
+  (the first calls' outputs are kept alive, so an honest allocator cannot hand them out again),
+  and the candidate's threads still running; the kept outputs go back to the judge at the end,
+  where work that finished after its call shows;
 - before each correctness call, freed memory is filled with a pattern the judge picked, so an
   output that is memory the kernel never wrote shows it;
 - output types (exact torch.Tensor), threads and child processes around calls, functions of
@@ -66,23 +63,6 @@ def draw_inputs(module: Any, seed: int, device: str, precision: str) -> Draw:
     def draw(j: int, k: int) -> list:
         return make_inputs(module, draw_seed(seed, j, k), device, precision)
     return draw
-
-
-def refill(target: list, fresh: list) -> None:
-    """Put a fresh draw into an input set in place: tensors keep their memory (same shape and
-    dtype: copied into), anything else is replaced; the list itself stays the same object, which
-    is how the recorder knows the set."""
-    if len(target) != len(fresh):
-        target[:] = fresh
-        return
-    with torch.no_grad():
-        for i, (old, new) in enumerate(zip(target, fresh, strict=True)):
-            if (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor)
-                    and old.shape == new.shape and old.dtype == new.dtype
-                    and old.device == new.device):
-                old.copy_(new)
-            else:
-                target[i] = new
 
 
 def sample_index(numel: int, seed: int, i: int) -> torch.Tensor:
@@ -160,134 +140,6 @@ def summarize_output(value: Any, seed: int) -> tuple[list[dict[str, Any]], torch
     return infos, samples
 
 
-class _Held:
-    """What a recorded call returns to the timing loop. The loop drops it right after the call
-    and the device-wide synchronise, outside the timed interval: that is when the output is
-    checked, so it must be complete when the call returns."""
-
-    __slots__ = ("recorder", "out", "inputs", "c")
-
-    def __init__(self, recorder: CallRecorder, out: Any, inputs: tuple, c: int):
-        self.recorder, self.out, self.inputs, self.c = recorder, out, inputs, c
-
-    def __del__(self) -> None:
-        self.recorder.finish(self.out, self.inputs, self.c)
-
-
-class CallRecorder:
-    """Wraps a model for `timing.time_callable`; see the module doc."""
-
-    def __init__(self, model: Any, sets: list, device: str, *, draw: Draw | None,
-                 sample_seed: int, watch: Any = None, keep_calls: int = 0):
-        self.model = model
-        self.sets = sets
-        self.device = device
-        self.draw = draw  # None: the sets are used as they are (nothing to draw)
-        self.sample_seed = sample_seed
-        self.watch = watch
-        self.keep_calls = keep_calls
-        self.uses = [0] * len(sets)
-        self.count = 0
-        self.calls: list[dict[str, Any]] = []
-        self.samples: list[torch.Tensor] = []
-        self.by_key: dict[tuple[int, int], int] = {}  # (set, use) -> position in calls
-        self.kept: dict[int, list[Any]] = {}
-        self.kept_bytes = 0
-        self.errors: list[str] = []
-
-    def __call__(self, *inputs: Any) -> _Held:
-        c = self.count
-        self.count = c + 1
-        return _Held(self, self.model(*inputs), inputs, c)
-
-    def set_index(self, inputs: tuple) -> int:
-        for j, s in enumerate(self.sets):
-            if len(s) == len(inputs) and all(a is b for a, b in zip(s, inputs, strict=True)):
-                return j
-        return -1
-
-    def finish(self, out: Any, inputs: tuple, c: int) -> None:
-        try:
-            self._finish(out, inputs, c)
-        except BaseException as exc:  # never raise from __del__; the judge sees the gap
-            if len(self.errors) < 5:
-                self.errors.append(f"call {c}: {type(exc).__name__}: {exc}"[:300])
-
-    def _finish(self, out: Any, inputs: tuple, c: int) -> None:
-        synchronize(self.device)
-        j = self.set_index(inputs)
-        k = self.uses[j] if j >= 0 else -1
-        infos, samples = summarize_output(out, self.sample_seed)
-        record: dict[str, Any] = {"c": c, "j": j, "k": k, "container": type(out).__name__,
-                                  "outputs": infos}
-        in_ptrs = {storage_ptr(t) for t in iter_tensors(list(inputs))} - {0}
-        out_ptrs = {i.get("ptr") for i in infos} - {None, 0}
-        record["alias_input"] = bool(in_ptrs & out_ptrs)
-        for c_kept, leaves in self.kept.items():
-            kept_ptrs = {storage_ptr(t) for t in leaves if isinstance(t, torch.Tensor)} - {0}
-            if kept_ptrs & out_ptrs:
-                record["reused_from"] = c_kept
-                break
-        if self.watch is not None:
-            record.update(self.watch())
-        if len(self.kept) < self.keep_calls:
-            leaves = flatten_output(out)
-            size = sum(t.numel() * t.element_size() for t in leaves
-                       if isinstance(t, torch.Tensor))
-            if self.kept_bytes + size <= KEEP_BYTES:
-                self.kept[c] = leaves
-                self.kept_bytes += size
-        self.calls.append(record)
-        self.samples.append(samples)
-        if j >= 0:
-            self.by_key.setdefault((j, k), len(self.calls) - 1)
-            self.refresh(j)
-
-    def refresh(self, j: int) -> None:
-        """Refill set j in place with the draw of its next use."""
-        k = self.uses[j]
-        self.uses[j] = k + 1
-        if self.draw is not None:
-            refill(self.sets[j], self.draw(j, k + 1))
-
-    def late_samples(self) -> tuple[list[int], list[torch.Tensor]]:
-        """The kept outputs sampled again now (work finished after its call shows here)."""
-        synchronize(self.device)
-        calls, samples = [], []
-        for c, leaves in self.kept.items():
-            try:
-                _, s = summarize_output(tuple(leaves), self.sample_seed)
-            except Exception:
-                continue
-            calls.append(c)
-            samples.append(s)
-        self.kept.clear()
-        return calls, samples
-
-    def expected_for(self, j: int, k: int) -> tuple[list[dict[str, Any]], torch.Tensor] | None:
-        """(Judge side) The reference's summary for use k of set j: recorded while the reference
-        was timed, or computed now on that use's draw (the judge's draw also makes use 0)."""
-        pos = self.by_key.get((j, k))
-        if pos is not None:
-            return self.calls[pos]["outputs"], self.samples[pos]
-        if not 0 <= j < len(self.sets) or k < 0:
-            return None
-        if k == self.uses[j]:
-            inputs = self.sets[j]
-        elif self.draw is not None:
-            inputs = self.draw(j, k)  # a use the timing loop did not record, drawn directly
-        else:
-            return None
-        with torch.no_grad():
-            out = self.model(*inputs)
-        synchronize(self.device)
-        infos, samples = summarize_output(out, self.sample_seed)
-        self.calls.append({"c": -1, "j": j, "k": k, "outputs": infos})
-        self.samples.append(samples)
-        self.by_key[(j, k)] = len(self.calls) - 1
-        return infos, samples
-
-
 # --- the candidate's process -----------------------------------------------------------------
 
 _MISSING = object()
@@ -338,7 +190,7 @@ class Snapshot:
             "evaluation.harness.errors": errors, "evaluation.harness.process": process,
             "evaluation.harness.probe": sys.modules[__name__],
             "Worker": worker.Worker, "Channel": protocol.Channel, "ProbeWorker": ProbeWorker,
-            "CallRecorder": CallRecorder, "_Held": _Held, "Snapshot": Snapshot,
+            "Snapshot": Snapshot,
         }
         self.saved: dict[str, tuple[Any, dict[str, Any]]] = {}
         for label, obj in spaces.items():
@@ -518,8 +370,10 @@ class ProbeWorker(Worker):
         self.snapshot = Snapshot()
         self.start_threads = {t.ident for t in threading.enumerate()}
         self.candidate_prefix = str(Path.cwd())
-        self.refresh: dict[str, Any] = {"family": "none", "seed": 0}
         self.reference: types.ModuleType | None = None
+        self.timed_calls = 0
+        self.kept: dict[int, list[Any]] = {}  # the first timed calls' outputs, kept alive
+        self.kept_bytes = 0
         self.previous_outputs: list[Any] = []
         self.extra_patches: list[str] = []
 
@@ -529,14 +383,13 @@ class ProbeWorker(Worker):
             return self.probe_load(header, value)
         if cmd == "run":
             return self.probe_run(header, value)
-        if cmd == "sets":
-            refresh = header.get("refresh")
-            if isinstance(refresh, dict):
-                self.refresh = refresh
-            return super().handle(header, value)
-        if cmd == "time":
-            return self.probe_time(header)
+        if cmd == "call":
+            return self.probe_call(header, value)
+        if cmd == "late":
+            return self.late()
         if cmd == "profile":
+            if isinstance(value, list):  # the judge's inputs for a profiled call made here
+                self.sets = [value]
             return self.profile(header)
         if cmd == "profiler_warm":
             return self.profiler_warm(), None
@@ -643,36 +496,42 @@ class ProbeWorker(Worker):
         }
         return reply, value
 
-    def probe_time(self, header: dict) -> tuple[dict, Any]:
-        spec = header.get("probe") if isinstance(header.get("probe"), dict) else {}
-        draw = None
-        if self.refresh.get("family") == "draws" and self.refresh.get("reference_source"):
-            try:
-                draw = draw_inputs(self.reference_copy(str(self.refresh["reference_source"])),
-                                   int(self.refresh.get("seed", 0)), self.device,
-                                   str(self.refresh.get("precision") or "fp32"))
-            except Exception as exc:
-                return self._failure(exc, "harness_error", "timing inputs"), None
-        recorder = CallRecorder(
-            self.model, self.sets or [], self.device, draw=draw,
-            sample_seed=int(spec.get("sample_seed", 0)),
-            watch=self.watch, keep_calls=int(spec.get("keep_calls", KEEP_CALLS)),
-        )
-        model = self.model
-        self.model = recorder
-        try:
-            reply, _ = super().time(header, self.sets)
-        finally:
-            self.model = model
+    def probe_call(self, header: dict, inputs: Any) -> tuple[dict, Any]:
+        """A timed call (Worker.call) and what the judge cannot see from its side: whether the
+        output is the input's memory or an earlier timed call's, and threads of the candidate's
+        still running once it returned. Evidence only; the outputs themselves go to the judge."""
+        # Without a model: the judge's calibration, before any candidate code is here (made
+        # through the same steps, but not counted, and nothing kept).
+        calibrating = self.model is None
+        c = self.timed_calls
+        self.timed_calls = c + (not calibrating)
+        reply, value = super().call(header, inputs)
         if not reply.get("ok"):
-            return reply, None
-        late_calls, late = recorder.late_samples()
-        reply["probe_calls"] = recorder.calls
-        reply["probe_calls_made"] = recorder.count
-        reply["probe_errors"] = recorder.errors
-        reply["probe_late_calls"] = late_calls
-        reply["probe"] = self.state()
-        return reply, {"samples": recorder.samples, "late": late}
+            return reply, value
+        leaves = flatten_output(value)
+        out_ptrs = {storage_ptr(t) for t in leaves if isinstance(t, torch.Tensor)} - {0}
+        in_ptrs = {storage_ptr(t) for t in iter_tensors(list(inputs or []))} - {0}
+        reply["alias_input"] = bool(in_ptrs & out_ptrs)
+        for c_kept, kept in self.kept.items():
+            if ({storage_ptr(t) for t in kept if isinstance(t, torch.Tensor)} - {0}) & out_ptrs:
+                reply["reused_from"] = c_kept
+                break
+        reply.update(self.watch())
+        if len(self.kept) < KEEP_CALLS and not calibrating:
+            size = sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
+            if self.kept_bytes + size <= KEEP_BYTES:
+                self.kept[c] = leaves
+                self.kept_bytes += size
+        return reply, value
+
+    def late(self) -> tuple[dict, Any]:
+        """The kept outputs as they are now: work that finished after its call shows here."""
+        synchronize(self.device)
+        calls = sorted(self.kept)
+        outputs = [tuple(self.kept[c]) for c in calls]
+        self.kept.clear()
+        return {"ok": True, "calls": calls, "made": self.timed_calls,
+                "probe": self.state()}, outputs
 
     def profile(self, header: dict | None = None) -> tuple[dict, Any]:
         """One more call, on the first timing set (or, in a profiling process, a set it draws

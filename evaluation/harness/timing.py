@@ -1,5 +1,10 @@
 """Timing: one method for candidate and reference, on the CPU and on a GPU.
 
+An evaluation times one call at a time (`timed_call`), the same function in the candidate's
+worker and for the reference in the judge; the loop around it, the inputs of every call and
+the clock that bounds what the worker reports are the judge's (judge_clock.py). Validations and
+baselines, which time only the trusted reference, run the whole loop here (`time_callable`).
+
 Per timed call on a GPU: record an event, flush the L2 by writing a buffer larger than it (as
 many times as it takes the host to launch the call, see below), record the start event, call,
 record the end event, synchronise the whole device. The sample is the start-to-end event
@@ -72,6 +77,72 @@ def _flushes_to_cover(flush: torch.Tensor, launch_ms: float, first: Any, second:
         durations.append(first.elapsed_time(second))
     one = max(min(durations), 1e-3)
     return max(1, min(MAX_PREFIX_FLUSHES, math.ceil((1.5 * launch_ms + 0.02) / one)))
+
+
+def flush_ms(flush: torch.Tensor, device: str) -> float:
+    """One flush's device time (ms): the judge's own measure of what a flush costs, to tell
+    the flushes a worker says it made from the time it spent."""
+    first = torch.cuda.Event(enable_timing=True)
+    second = torch.cuda.Event(enable_timing=True)
+    durations = []
+    for _ in range(3):
+        torch.cuda.synchronize(torch.device(device))
+        first.record()
+        flush.zero_()
+        second.record()
+        torch.cuda.synchronize(torch.device(device))
+        durations.append(first.elapsed_time(second))
+    return max(min(durations), 1e-3)
+
+
+def flushes_for(one_flush_ms: float, launch_ms: float) -> int:
+    """How many flushes keep the device busy while the host launches a call that takes
+    `launch_ms` to return (with a margin), at least one, at most MAX_PREFIX_FLUSHES."""
+    return max(1, min(MAX_PREFIX_FLUSHES, math.ceil((1.5 * launch_ms + 0.02) / one_flush_ms)))
+
+
+class CallTimer:
+    """One timed call, the same on both sides: on a GPU, the device idle first, `flushes` L2
+    flushes (covering the host's launch, see the module doc), the call between two events, a
+    device-wide synchronise; on the CPU, the host clock around the call. Returns the output and
+    the facts: the sample, the flushes' device time, the host's launch time and wall time."""
+
+    def __init__(self, device: str, flush_l2: bool = True):
+        self.device = device
+        self.on_gpu = device != "cpu"
+        self.flush = l2_flush_buffer(device) if self.on_gpu and flush_l2 else None
+        if self.on_gpu:
+            self.events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+
+    def sync(self) -> None:
+        if self.on_gpu:
+            torch.cuda.synchronize(torch.device(self.device))
+
+    def __call__(self, fn: Callable[..., Any], inputs: Sequence[Any],
+                 flushes: int = 0) -> tuple[Any, dict[str, float]]:
+        with torch.no_grad():
+            if not self.on_gpu:
+                t0 = time.perf_counter()
+                out = fn(*inputs)
+                t1 = time.perf_counter()
+                ms = (t1 - t0) * 1e3
+                return out, {"sample_ms": ms, "prefix_ms": 0.0, "launch_ms": ms, "wall_ms": ms}
+            pre_ev, start_ev, end_ev = self.events
+            self.sync()
+            t0 = time.perf_counter()
+            pre_ev.record()
+            if self.flush is not None:
+                for _ in range(max(0, min(int(flushes), MAX_PREFIX_FLUSHES))):
+                    self.flush.zero_()
+            start_ev.record()
+            out = fn(*inputs)
+            launched = time.perf_counter()
+            end_ev.record()
+            self.sync()
+            t1 = time.perf_counter()
+        return out, {"sample_ms": start_ev.elapsed_time(end_ev),
+                     "prefix_ms": pre_ev.elapsed_time(start_ev),
+                     "launch_ms": (launched - t0) * 1e3, "wall_ms": (t1 - t0) * 1e3}
 
 
 def sets_that_fit(set_bytes: int, wanted: int, device: str) -> int:

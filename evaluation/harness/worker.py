@@ -1,9 +1,12 @@
-"""The candidate worker: loads (compiles) ModelNew, runs it on inputs the judge sends, times it.
+"""The candidate worker: loads (compiles) ModelNew, runs it on inputs the judge sends.
 
-It never sees the reference, the expected outputs or the server's seed, and never decides a
-verdict: it answers the judge's requests with outputs, samples and facts (exceptions included),
-and the judge decides. Started by the judge as `python -m evaluation.harness.worker --fds ...`;
-its stdout/stderr are the candidate's log, so the protocol uses dedicated pipes.
+It never sees the reference, the expected outputs, the server's seed or any input before the
+call that uses it, and never decides a verdict: it answers the judge's requests with outputs and
+facts (exceptions included), and the judge decides. A timed call is one request: the inputs
+arrive with it, the reply carries the whole output and the call's own timing, which the judge
+holds against its clock (judge_clock.py). Started by the judge through the probing worker's
+entry (judge.WORKER_ENTRY, inside the sandbox); its stdout/stderr are the candidate's log, so
+the protocol uses dedicated pipes.
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ class Worker:
         self.channel = channel
         self.device = device
         self.model = None
-        self.sets: Any = None
+        self.sets: Any = None  # the inputs of the profiled call, where the judge sends them
+        self.timer: Any = None
         self.keep = (CANDIDATE_FILE,)
 
     # Each handler returns (header, value) to send back.
@@ -83,11 +87,10 @@ class Worker:
             return self.load(header, value)
         if cmd == "run":
             return self.run(value)
-        if cmd == "sets":
-            self.sets = value  # the timing input sets, kept for the "time" request
+        if cmd == "ping":  # the judge measures the channel's round trip before the load
             return {"ok": True}, None
-        if cmd == "time":
-            return self.time(header, self.sets)
+        if cmd == "call":
+            return self.call(header, value)
         return {"ok": False, "verdict": "harness_error", "error": f"unknown command {cmd!r}"}, None
 
     def _failure(self, exc: BaseException, default_verdict: str, phase: str) -> dict:
@@ -206,16 +209,27 @@ class Worker:
             value = outputs
         return {"ok": True, "flags": flags, "pid": outer_pid()}, value
 
-    def time(self, header: dict, input_sets: Any) -> tuple[dict, Any]:
-        from .timing import time_callable
+    def call(self, header: dict, inputs: Any) -> tuple[dict, Any]:
+        """One timed call on the inputs that came with it (timing.CallTimer). Before the load,
+        the judge calibrates the path with a harmless call of its own (judge_clock)."""
+        import torch
 
+        from .judge_clock import calibration_call
+        from .timing import CallTimer
+
+        if self.timer is None:
+            self.timer = CallTimer(self.device, flush_l2=bool(header.get("flush_l2", True)))
+        threads = header.get("cpu_threads")
+        if (self.model is not None and self.device == "cpu" and isinstance(threads, int)
+                and threads > 0 and torch.get_num_threads() != threads):
+            torch.set_num_threads(threads)
         try:
-            stats = time_callable(self.model, input_sets, self.device, **header["timing"])
+            fn = self.model if self.model is not None else calibration_call
+            out, facts = self.timer(fn, inputs, int(header.get("flushes") or 0))
         except BaseException as exc:
             return self._failure(exc, "runtime_error", "timing"), None
-        stats["ok"] = True
-        stats["pid"] = outer_pid()
-        return stats, None
+        value = tuple(out) if isinstance(out, list) else out
+        return {"ok": True, **facts}, value
 
 
 def _read_log(path: Path, limit: int = 64 * 1024) -> str:

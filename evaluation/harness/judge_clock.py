@@ -1,0 +1,277 @@
+"""The judge's side of timing: the loop, every call's inputs, and the clock that bounds what the
+worker reports (the judge runs this; nothing here runs in the candidate's process).
+
+Everything in the candidate's process (its stack, the worker's objects, its memory) is the
+candidate's to read and rewrite, so the timing loop cannot live there:
+
+- Inputs. Every call's inputs are a fresh draw from the problem's own get_inputs() that the
+  judge makes under seeds that never leave it, and sends with the call that uses them. No draw
+  function, seed or future input exists in the worker, so no answer can be computed ahead.
+- The clock. The judge's own clock runs from the moment it starts sending a call's inputs to the
+  moment the reply, with the whole output, is in. The worker's figure for the call (the device
+  events around it, or its host clock on the CPU) is what ranks, but only while the judge's
+  interval explains it: what the interval holds beyond the reported call (the transfers, the
+  flushes, the synchronisation, the channel) must match what the same path costs the reference,
+  timed here by the same `CallTimer` with the same copies, plus the channel's round trip
+  measured before the candidate's code was loaded. A worker that reports less than it spent
+  leaves that much unexplained.
+- Outputs. Each timed call's whole output comes back inside the interval, and the judge samples
+  and sums it with a seed of its own, against the reference on the same draw.
+
+When the two clocks disagree the candidate and the reference are timed again; a disagreement
+that stays keeps the result off the boards with a note (flags.TIMING_UNCONFIRMED), never an
+exploit flag: a loaded host delays the judge's side too.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .timing import MAX_PREFIX_FLUSHES, flushes_for, is_stable, median_rel_err
+
+# A call's (facts, output) for these inputs and that many flushes.
+Call = Callable[[list, int], tuple[dict, Any]]
+Draw = Callable[[int, int], list]  # (input set j, use k) -> that use's inputs
+# Summarise an output for the checks: (facts per leaf, sampled values).
+Summarize = Callable[[Any], tuple[list[dict], Any]]
+
+# What the judge lets pass beyond the path's expected cost: a floor (ms), a share of the call,
+# a share of the worker path's own cost (which drifts with the host's load between the
+# calibration and the timing), and this many standard errors of the medians compared.
+ABS_TOLERANCE_MS = 0.01
+REL_TOLERANCE = 0.1
+PATH_TOLERANCE = 0.25
+STANDARD_ERRORS = 4.0
+PINGS = 24
+
+
+def se_median(values: list[float]) -> float:
+    """The standard error of a median, from a robust spread (MAD)."""
+    n = len(values)
+    if n < 3:
+        return math.inf if n else 0.0
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values)
+    return 1.2533 * 1.4826 * mad / math.sqrt(n)
+
+
+@dataclass
+class Side:
+    """One side's timed calls as the judge saw them."""
+
+    samples: list[float] = field(default_factory=list)  # the worker's figure per timed call
+    prefix: list[float] = field(default_factory=list)  # its flushes' device time
+    wall: list[float] = field(default_factory=list)  # its host time around the call
+    judge: list[float] = field(default_factory=list)  # the judge's interval per timed call
+    warmup: list[float] = field(default_factory=list)  # the judge's interval per warm-up call
+    launch: list[float] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)  # per call: set, use, output facts
+    outputs: list[Any] = field(default_factory=list)  # per call: the sampled values
+    flushes: int = 0
+    stopped: str = "max_reps"
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "samples_ms": self.samples, "wall_ms": self.wall, "prefix_ms": self.prefix,
+            "judge_ms": self.judge, "warmup_ms": self.warmup, "flushes": self.flushes,
+            "launch_ms": statistics.median(self.launch) if self.launch else 0.0,
+            "n": len(self.samples), "stopped": self.stopped,
+            "rel_err": median_rel_err(self.samples),
+        }
+
+
+def _number(value: Any) -> float | None:
+    """A figure from the worker: a finite, non-negative float, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+class TimingLoop:
+    """Times one side call by call: warm-up, then timed calls until the median is stable or a
+    cap is hit. The judge makes each call's inputs just before it (outside its interval)."""
+
+    def __init__(self, draw: Draw, n_sets: int, summarize: Summarize, *, sync: Callable[[], None],
+                 one_flush_ms: float, on_gpu: bool, warmup: int = 3, min_reps: int = 20,
+                 max_reps: int = 500, target_rel_err: float = 0.0015, max_seconds: float = 10.0,
+                 warmup_ms: float = 0.0, **_ignored: Any):
+        self.draw, self.n_sets, self.summarize, self.sync = draw, max(1, n_sets), summarize, sync
+        self.one_flush_ms, self.on_gpu = one_flush_ms, on_gpu
+        self.warmup, self.min_reps, self.max_reps = int(warmup), int(min_reps), int(max_reps)
+        self.target_rel_err, self.max_seconds = target_rel_err, max_seconds
+        self.warmup_ms = warmup_ms
+        self.uses = [0] * self.n_sets
+        self.count = 0
+
+    def _next_inputs(self) -> tuple[int, int, list]:
+        j = self.count % self.n_sets
+        k = self.uses[j]
+        self.uses[j] = k + 1
+        self.count += 1
+        inputs = self.draw(j, k)
+        self.sync()  # drawn before the interval opens
+        return j, k, inputs
+
+    def _one(self, call: Call, side: Side, flushes: int) -> tuple[dict, float]:
+        j, k, inputs = self._next_inputs()
+        t0 = time.perf_counter()
+        facts, out = call(inputs, flushes)
+        judge_ms = (time.perf_counter() - t0) * 1e3
+        del inputs
+        infos, sampled = self.summarize(out)
+        del out
+        side.records.append({"c": len(side.records), "j": j, "k": k, "outputs": infos,
+                             **{key: facts[key] for key in ("alias_input", "reused_from",
+                                                            "candidate_threads", "tasks")
+                                if key in facts}})
+        side.outputs.append(sampled)
+        return facts, judge_ms
+
+    def run(self, call: Call, side: Side | None = None, *, flushes: int | None = None) -> Side:
+        """Time `call`; `flushes` fixed (a re-timing) or chosen from the warm-up's launch time."""
+        side = side or Side()
+        warm_start = time.perf_counter()
+        i = 0
+        while i < max(0, self.warmup) or (
+                (time.perf_counter() - warm_start) * 1e3 < self.warmup_ms and i < self.max_reps):
+            facts, judge_ms = self._one(call, side, 0)
+            side.warmup.append(judge_ms)
+            launch = _number(facts.get("launch_ms"))
+            side.launch.append(min(launch if launch is not None else judge_ms, judge_ms))
+            i += 1
+        if flushes is None:
+            launch = statistics.median(side.launch) if side.launch else 0.0
+            flushes = flushes_for(self.one_flush_ms, launch) if self.on_gpu else 0
+        side.flushes = max(0, min(int(flushes), MAX_PREFIX_FLUSHES))
+        loop_start = time.perf_counter()
+        for _ in range(max(1, self.max_reps)):
+            facts, judge_ms = self._one(call, side, side.flushes)
+            sample = _number(facts.get("sample_ms"))
+            side.samples.append(sample if sample is not None else judge_ms)
+            side.prefix.append(_number(facts.get("prefix_ms")) or 0.0)
+            side.wall.append(_number(facts.get("wall_ms")) or judge_ms)
+            side.judge.append(judge_ms)
+            if is_stable(side.samples, self.min_reps, self.target_rel_err):
+                side.stopped = "stable"
+                break
+            if (time.perf_counter() - loop_start > self.max_seconds
+                    and len(side.samples) >= min(3, self.max_reps)):
+                side.stopped = "max_seconds"
+                break
+        return side
+
+
+def excess(side: Side, one_flush_ms: float) -> list[float]:
+    """Per timed call, what the judge's interval holds beyond the reported call and the flushes
+    it was asked to make (whose device time the judge measured itself)."""
+    return [j - s - side.flushes * one_flush_ms
+            for j, s in zip(side.judge, side.samples, strict=False)]
+
+
+class LocalPath:
+    """The judge's side of a call: what the channel does to a candidate's inputs and outputs
+    (a copy into the sender's buffer and one out of it on the other side, each synchronised),
+    done here around the same timed call, so the reference pays the same path."""
+
+    def __init__(self, timer: Any):
+        self.timer = timer
+
+    def mirror(self, value: Any) -> Any:
+        from .loading import clone_value
+
+        for _ in range(2):
+            value = clone_value(value)
+            self.timer.sync()
+        return value
+
+    def call(self, fn: Callable[..., Any], inputs: list, flushes: int) -> tuple[dict, Any]:
+        out, facts = self.timer(fn, self.mirror(inputs), flushes)
+        return facts, self.mirror(out)
+
+
+def calibration_call(*inputs: Any) -> Any:
+    """The call both sides make to calibrate the path: a copy of the first tensor input."""
+    import torch
+
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            return value.clone()
+    return None
+
+
+def round_trip(worker_call: Call, local_call: Call, inputs: list, *, sync: Callable[[], None],
+               count: int = PINGS, max_seconds: float = 2.0) -> dict[str, float]:
+    """What a call through the worker costs the judge's clock beyond the same call made here
+    (the channel: frames, the worker's side of the copies, its probes), in ms: the same
+    harmless call (calibration_call) made both ways, alternately, before the candidate's code
+    is loaded into the worker, so nothing of the candidate's can lengthen it."""
+    remote: list[float] = []
+    local: list[float] = []
+    start = time.perf_counter()
+    for i in range(count):
+        for call, into in ((worker_call, remote), (local_call, local)):
+            sync()
+            t0 = time.perf_counter()
+            facts, out = call(inputs, 0)
+            elapsed = (time.perf_counter() - t0) * 1e3
+            del out
+            sample = _number(facts.get("sample_ms"))
+            into.append(elapsed - (sample if sample is not None else 0.0))
+        if i >= 4 and time.perf_counter() - start > max_seconds:
+            break
+    return {"median_ms": statistics.median(remote) - statistics.median(local),
+            "se_ms": math.hypot(se_median(remote), se_median(local)),
+            "worker_ms": statistics.median(remote), "local_ms": statistics.median(local),
+            "n": len(remote)}
+
+
+def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float) -> dict[str, Any]:
+    """Whether the judge's clock explains the candidate's reported times.
+
+    The reference went through the same timed call and the same copies in the judge, so what
+    its intervals hold beyond its calls is the path's cost; the candidate's adds what the path
+    through the worker costs beyond it (`round_trip`). Beyond that, plus a tolerance (a floor,
+    a share of the call, and the medians' standard errors), the worker reported less than it
+    spent. Also: the judge's interval cannot be much shorter than the reported call and the
+    flushes it was asked to make."""
+    cand_median = statistics.median(cand.samples) if cand.samples else 0.0
+    cand_excess, ref_excess = excess(cand, one_flush_ms), excess(ref, one_flush_ms)
+    seen = statistics.median(cand_excess) if cand_excess else 0.0
+    ref_seen = statistics.median(ref_excess) if ref_excess else 0.0
+    expected = ref_seen + float(rtt.get("median_ms") or 0.0)
+    se = math.sqrt(se_median(cand_excess) ** 2 + se_median(ref_excess) ** 2
+                   + float(rtt.get("se_ms") or 0.0) ** 2)
+    path = max(0.0, float(rtt.get("median_ms") or 0.0))
+    tolerance = (ABS_TOLERANCE_MS + STANDARD_ERRORS * se + REL_TOLERANCE * cand_median
+                 + PATH_TOLERANCE * path)
+    # Flushes reported but not made (the inputs left hot in the cache) show as an interval
+    # short of the flushes' own time.
+    skipped = cand.flushes * one_flush_ms
+    short = skipped > 0 and seen < expected - 0.5 * skipped - tolerance
+    judge_median = statistics.median(cand.judge) if cand.judge else None
+    report = {
+        "judge_median_ms": judge_median,
+        "reported_median_ms": cand_median,
+        "unexplained_ms": seen,
+        "expected_ms": expected,
+        "tolerance_ms": tolerance,
+        "reference_unexplained_ms": ref_seen,
+        "round_trip_ms": rtt.get("median_ms"),
+        "flush_ms": one_flush_ms,
+        "flushes": cand.flushes,
+        # The judge vouches for no less than its interval minus the path's cost.
+        "vouched_median_ms": max(cand_median, (judge_median or 0.0) - expected),
+    }
+    report["confirmed"] = math.isfinite(tolerance) and seen <= expected + tolerance and not short
+    if short:
+        report["reason"] = "the judge's interval is shorter than the reported call and flushes"
+    elif not report["confirmed"]:
+        report["reason"] = (f"the judge's clock saw {seen - expected:.4f} ms a call more than "
+                            f"the worker reported (tolerance {tolerance:.4f} ms)")
+    return report
