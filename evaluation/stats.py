@@ -127,3 +127,46 @@ def shown_ranks(ranks: Sequence[int], tied: Sequence[bool]) -> list[int]:
     for i, rank in enumerate(ranks):
         shown.append(shown[-1] if i > 0 and tied[i] else rank)
     return shown
+
+
+# ---- re-verification: do the evaluations of one kernel agree? ------------------------------------
+
+AGREE = "agree"  # two of them agree: it ranks on the slower of those two
+THIRD = "third"  # the first two disagree: a third evaluation decides
+APART = "apart"  # all three disagree: held with the note timing_not_reproduced
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What re-verification concludes from the evaluations so far (in the order they ran)."""
+
+    outcome: str  # AGREE, THIRD or APART
+    agreeing: tuple[int, int] | None = None  # the indexes of the two that agree
+    ranked_on: int | None = None  # the index of the evaluation it ranks on (the slower one)
+
+
+def settle(intervals: Sequence[Interval | None], *, higher_is_faster: bool = True) -> Settlement:
+    """The one rule of re-verification, over the speedups (or medians) of two or three
+    evaluations of the same kernel, each with its 95% interval.
+
+    Two that agree (agree(): their intervals overlap; nothing known agrees): it ranks on the
+    slower of the two. Two that do not: a third evaluation breaks the tie (THIRD). Of three,
+    any two that agree settle it, on the slower of them (the slowest such one where more than
+    one pair agrees: the doubt goes against the record); none: APART.
+    """
+    if len(intervals) not in (2, 3):
+        raise ValueError(f"settle compares two or three evaluations, not {len(intervals)}")
+
+    def speed(i: int) -> float:
+        iv = intervals[i]
+        if iv is None:
+            return math.inf if higher_is_faster else -math.inf  # never chosen as the slower
+        return iv.value if higher_is_faster else -iv.value
+
+    pairs = [(i, j) for i in range(len(intervals)) for j in range(i + 1, len(intervals))
+             if agree(intervals[i], intervals[j])]
+    if not pairs:
+        return Settlement(THIRD if len(intervals) == 2 else APART)
+    slower = {pair: min(pair, key=speed) for pair in pairs}
+    pair = min(pairs, key=lambda p: (speed(slower[p]), -p[1]))
+    return Settlement(AGREE, agreeing=pair, ranked_on=slower[pair])

@@ -29,7 +29,11 @@ from leaderboard.services import board_refresh_for, would_set_record
 from problems.models import Baseline
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import submission_status_payload
-from submissions.services import ReverificationError, reverification_request
+from submissions.services import (
+    ReverificationError,
+    enqueue_reverification,
+    reverification_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +301,11 @@ def reverify_submission(*, reverification_id: int, runner_name: str) -> str:
         evaluation = _store_reverification(reverification, result, runner_name=runner_name)
     finally:
         Runner.objects.filter(name=runner_name).update(current_submission_id=None)
-    return reverification.status if evaluation else "already stored"
+    if evaluation is None:
+        return "already stored"
+    if reverification.status == Reverification.Status.QUEUED:
+        return "disagreed: a third evaluation is queued"
+    return reverification.status
 
 
 def _seeds_used(submission: Submission) -> set[int]:
@@ -315,28 +323,34 @@ def _seeds_used(submission: Submission) -> set[int]:
 def _store_reverification(
     reverification: Reverification, result: dict, *, runner_name: str
 ) -> Evaluation | None:
+    """Store a re-verification's evaluation and let the one rule decide (Reverification.
+    compare_timing, evaluation/stats.settle): the second agreeing with the first, or a third with
+    either, passes and ranks on the slower of the two that agree (that timing is copied onto the
+    stored evaluation, its own kept beside it); the second disagreeing queues a third; a third
+    agreeing with neither gets the note timing_not_reproduced (a holding note, never an exploit)
+    and Reverification.finish holds it."""
     submission = reverification.submission
     fields = _evaluation_fields(submission, result, runner_name=runner_name)
-    checked = reverification.checked_evaluation
-    # Compared when the second evaluation would rank by itself (notes such as a small own-kernel
-    # share do not stop it; exploits do: evaluation/scoring.py).
-    if scoring.ranks(fields) and checked is not None:
-        # Judged by the two timings' confidence intervals: overlapping, the record ranks on the
-        # slower one (its timing is copied here, this run's own kept beside it); apart, it gets
-        # the note timing_not_reproduced (a holding note, evaluation/harness/flags.py, never an
-        # exploit) and Reverification.finish holds it.
-        comparison = Reverification.compare_timing(checked, fields)
-        if comparison is not None:
-            if comparison["ranked_on"] == "first":
-                comparison["second_timing"] = {
-                    name: fields[name] for name in Reverification.TIMING_FIELDS
-                }
-                fields.update(
-                    {name: getattr(checked, name) for name in Reverification.TIMING_FIELDS}
-                )
-            fields["static_report"]["checks"]["reverification"] = comparison
-            if not comparison["agrees"]:
-                fields["flags"].append(Reverification.TIMING_NOTE)
+    earlier = [e for e in (reverification.checked_evaluation,
+                           reverification.disputed_evaluation) if e is not None]
+    comparison = None
+    # Compared when this evaluation would rank by itself (notes such as a small own-kernel share
+    # do not stop it; exploits do: evaluation/scoring.py).
+    if scoring.ranks(fields) and reverification.checked_evaluation is not None:
+        timings = [Reverification.timing_of(e) for e in earlier]
+        comparison = Reverification.compare_timing([*timings, fields])
+    if comparison is not None:
+        role = comparison["roles"][-1]
+        ranked_on = comparison["ranked_on"]
+        if ranked_on is not None and ranked_on != role:
+            comparison[f"{role}_timing"] = {
+                name: fields[name] for name in Reverification.TIMING_FIELDS
+            }
+            fields.update(timings[comparison["roles"].index(ranked_on)])
+        fields["static_report"]["checks"]["reverification"] = comparison
+        if comparison["note"]:
+            fields["flags"].append(Reverification.TIMING_NOTE)
+    third_needed = comparison is not None and comparison["outcome"] == "third"
     try:
         with transaction.atomic():
             evaluation = Evaluation.objects.create(
@@ -345,8 +359,16 @@ def _store_reverification(
                 attempt=_next_reverify_attempt(submission),
                 started_at=reverification.started_at,
             )
-            if not reverification.finish(evaluation=evaluation, runner_name=runner_name):
+            if third_needed:
+                closed = reverification.dispute(evaluation=evaluation, runner_name=runner_name)
+            else:
+                closed = reverification.finish(evaluation=evaluation, runner_name=runner_name)
+            if not closed:
                 raise IntegrityError("claim lost")
+            if third_needed:
+                transaction.on_commit(
+                    lambda: enqueue_reverification(reverification), robust=True
+                )
             Runner.objects.filter(name=runner_name).update(
                 evaluations_done=F("evaluations_done") + 1
             )

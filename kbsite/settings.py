@@ -336,6 +336,9 @@ QUOTA_MAX_QUEUED = env_int("QUOTA_MAX_QUEUED", 200)
 QUOTA_GPU_SECONDS_PER_DAY = env_int("QUOTA_GPU_SECONDS_PER_DAY", 3600)
 # Nsight Compute reports one user may ask for per UTC day (each holds a GPU for seconds).
 QUOTA_NCU_REPORTS_PER_DAY = env_int("QUOTA_NCU_REPORTS_PER_DAY", 10)
+# Re-verifications an owner may ask for per UTC day, for results held because their timing did
+# not reproduce (each is one more evaluation, two where a third breaks a disagreement).
+QUOTA_REVERIFICATIONS_PER_DAY = env_int("QUOTA_REVERIFICATIONS_PER_DAY", 3)
 LOG_DISPLAY_MAX_CHARS = env_int("LOG_DISPLAY_MAX_CHARS", 64 * 1024)
 SUBMISSION_MAX_BYTES = env_int("SUBMISSION_MAX_BYTES", 256 * 1024)
 BUILD_CACHE_DIR = Path(env("BUILD_CACHE_DIR", str(VAR_DIR / "build-cache")))

@@ -35,11 +35,13 @@ from submissions.services import (
     BATCH_MAX,
     BatchError,
     NcuRequestError,
+    ReverificationError,
     SubmissionError,
     api_token_create,
     api_token_revoke,
     decode_source,
     ncu_report_request,
+    reverification_request_by_owner,
     submission_create,
     submission_create_batch,
     submission_resolve,
@@ -520,6 +522,41 @@ class SubmissionDetailApi(ApiMixin, APIView):
         )
         serializer = s.SubmissionSerializer(data, context={"show_logs": show_logs})
         return Response(serializer.data)
+
+
+class SubmissionReverifyApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="submissions_reverify",
+        request=None,
+        responses={
+            202: s.ReverificationSerializer,
+            409: OpenApiResponse(s.ApiErrorSerializer, description="Not held (code not_held), "
+                                 "or a re-verification is already open (already_open)."),
+            **NOT_FOUND,
+            **ERRORS,
+        },
+        description="Ask for another attempt at re-verification of a result held because its "
+        "timing did not reproduce: evaluated again with fresh seeds (a third evaluation "
+        "where the first two disagree), pending meanwhile. Owner and admins only; "
+        "QUOTA_REVERIFICATIONS_PER_DAY per user and UTC day (429, code quota_reverifications). "
+        "Follow the submission's `ranking` (or its events) to the outcome.",
+    )
+    def post(self, request, pk: int) -> Response:
+        submission = _own_submission(request, pk)
+        try:
+            reverification = reverification_request_by_owner(
+                user=request.user, submission=submission
+            )
+        except ReverificationError as error:
+            return Response(error_body(error.message, error.code), status=409)
+        except QuotaExceeded as error:
+            return Response(
+                error_body(error.message, error.code, retry_after=error.retry_after),
+                status=429, headers={"Retry-After": str(error.retry_after)},
+            )
+        return Response(s.ReverificationSerializer(reverification).data, status=202)
 
 
 class QuotaApi(ApiMixin, APIView):

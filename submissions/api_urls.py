@@ -26,6 +26,11 @@ urlpatterns = [
         name="api_submission_events",
     ),
     path(
+        "v1/submissions/<int:pk>/reverify/",
+        api.SubmissionReverifyApi.as_view(),
+        name="api_submission_reverify",
+    ),
+    path(
         "v1/submissions/<int:pk>/ncu/",
         api.NcuReportListCreateApi.as_view(),
         name="api_submission_ncu",

@@ -2,7 +2,8 @@
 
 An async view: it tails the LiveEvent rows of the submission's group (written by whichever
 process changed the submission, the runner included), so it works across processes in every
-setup, and ends once the submission is finished.
+setup, and ends once the submission is settled: finished, and its ranking no longer pending a
+re-verification (Submission.is_settled; a would-be record is evaluated again before it ranks).
 """
 
 import asyncio
@@ -21,7 +22,12 @@ from kbsite.live import submission_group
 from kbsite.models import LiveEvent
 from submissions.authentication import token_from_header
 from submissions.models import Submission
-from submissions.selectors import can_see_details, submission_status_payload, with_details
+from submissions.selectors import (
+    RankingState,
+    can_see_details,
+    submission_status_payload,
+    with_details,
+)
 
 POLL_SECONDS = 0.25
 # Also read the row itself this often, in case an event was pruned or never written.
@@ -30,6 +36,15 @@ KEEPALIVE_SECONDS = 15.0
 # A stream ends after this long even if the evaluation has not; clients reconnect with
 # Last-Event-ID and lose nothing.
 MAX_STREAM_SECONDS = 3600.0
+
+
+def settled(payload: dict) -> bool:
+    """Whether a status payload (selectors.submission_status_payload) is the last one: finished,
+    and its ranking not pending (Submission.is_settled, as the payload carries it)."""
+    ranking = payload.get("ranking") or {}
+    return payload.get("status") == Submission.Status.FINISHED and ranking.get("state") != (
+        RankingState.PENDING
+    )
 
 
 def _format(event: str, payload: dict, event_id: int | None = None) -> bytes:
@@ -106,7 +121,7 @@ async def _stream(pk: int, *, last_id: int | None, details: bool) -> AsyncIterat
     if snapshot is None:
         return
     yield _format("snapshot", {"type": "snapshot", **snapshot}, last_id)
-    if snapshot["status"] == Submission.Status.FINISHED:
+    if settled(snapshot):
         return
     started = checked = sent = time.monotonic()
     while time.monotonic() - started < MAX_STREAM_SECONDS:
@@ -117,13 +132,13 @@ async def _stream(pk: int, *, last_id: int | None, details: bool) -> AsyncIterat
             if details:
                 payload = await sync_to_async(_with_details)(payload)
             yield _format(payload.get("type", "status"), payload, event_id)
-            if payload.get("status") == Submission.Status.FINISHED:
+            if settled(payload):
                 return
         now = time.monotonic()
         if now - checked >= CHECK_ROW_SECONDS:
             checked = now
             snapshot = await sync_to_async(_snapshot)(pk, details)
-            if snapshot is None or snapshot["status"] == Submission.Status.FINISHED:
+            if snapshot is None or settled(snapshot):
                 if snapshot is not None:
                     yield _format("status", {"type": "status", **snapshot}, last_id)
                 return

@@ -187,6 +187,13 @@ class Submission(models.Model):
     def extend_lease(self, *, runner_name: str, lease_seconds: int) -> None:
         leases.extend(self, runner_name=runner_name, lease_seconds=lease_seconds)
 
+    @property
+    def is_settled(self) -> bool:
+        """Finished, and its ranking is no longer waiting for a re-verification: what a client
+        that waits for the outcome waits for (the API's `settled`)."""
+        return (self.status == self.Status.FINISHED
+                and self.reverification != self.ReverificationState.PENDING)
+
     def hold_for_reverification(self) -> None:
         """Off the boards until its re-verification passes (a result that would set a record)."""
         self.reverification = self.ReverificationState.PENDING
@@ -297,18 +304,24 @@ class Reverification(models.Model):
     """A submission evaluated again with fresh secret seeds, on another runner where one is live.
 
     Queued automatically for a result that would set a new record (the submission is held off
-    the boards meanwhile), or by an admin. queued -> running (claimed by one runner, with a lease
-    like a submission's) -> passed, or failed with a plain reason. It passes when the second
-    evaluation is correct, unflagged, and its speed agrees with the first one's: their 95%
-    confidence intervals from the timing samples overlap (compare_timing, evaluation/stats.py);
-    the record then ranks on the slower of the two. Correct and unflagged but apart, it is held
-    with the note TIMING_NOTE: status failed (scoring keeps it off the boards), `held` true, never
-    an exploit.
+    the boards meanwhile), by an admin, or by its owner for a result held because its timing did
+    not reproduce (within QUOTA_REVERIFICATIONS_PER_DAY). queued -> running (claimed by one
+    runner, with a lease like a submission's) -> passed, or failed with a plain reason.
+
+    The speeds compared are the speedups measured side by side in each evaluation (the kernel
+    and the reference timed on the same device in the same window, so a busy host slows both),
+    each with its 95% interval (compare_timing; the rule is evaluation/stats.settle). The second
+    evaluation correct, unflagged and agreeing with the first: passed, ranked on the slower of
+    the two. Correct and unflagged but apart: the second evaluation is kept (`disputed_evaluation`)
+    and the re-verification is queued once more for a third, which decides: agreeing with either,
+    passed on the slower of the two that agree; with neither, it is held with the note TIMING_NOTE
+    (status failed, which keeps it off the boards, `held` true, never an exploit).
     """
 
     class Reason(models.TextChoices):
         NEW_RECORD = "new_record", "new record"
         ADMIN = "admin", "requested by an admin"
+        OWNER = "owner", "requested by its owner"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -333,12 +346,18 @@ class Reverification(models.Model):
     )
     reason = models.CharField(max_length=16, choices=Reason)
     status = models.CharField(max_length=16, choices=Status, default=Status.QUEUED)
-    # The submission's own evaluation being checked, and the second one (once stored).
+    # The submission's own evaluation being checked, and the latest one this re-verification
+    # stored (the second; the third once a disagreement was broken): the one that decides.
     checked_evaluation = models.ForeignKey(
         Evaluation, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+",
     )
     evaluation = models.ForeignKey(
+        Evaluation, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    # The second evaluation when its timing disagreed with the first's: a third one decides.
+    disputed_evaluation = models.ForeignKey(
         Evaluation, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+",
     )
@@ -415,57 +434,56 @@ class Reverification(models.Model):
     def extend_lease(self, *, runner_name: str, lease_seconds: int) -> None:
         leases.extend(self, runner_name=runner_name, lease_seconds=lease_seconds)
 
-    @staticmethod
-    def speed_of(evaluation) -> tuple[str, float | None]:
-        """What the two evaluations' speeds are compared by: the speedup over the reference
-        timed beside the kernel in the same evaluation where there is one (a busy host slows
-        both sides alike; on a shared CPU runner raw medians of the same kernel moved by more
-        than the tolerance), else the kernel's median."""
-        if evaluation is None:
-            return "median", None
-        if evaluation.speedup:
-            return "speedup", evaluation.speedup
-        return "median", evaluation.candidate_median_ms
+    ROLES = ("first", "second", "third")
 
     @classmethod
-    def compare_timing(cls, first, second: dict) -> dict | None:
-        """The first evaluation (an Evaluation) against the second (its fields, as stored):
-        what was compared, each one's 95% interval, whether they agree (overlap), and which one
-        the record ranks on (the slower) or the note when they do not. None when there is
-        nothing to compare (the verdict decides alone)."""
-        what, first_value = cls.speed_of(first)
-        second_value = second.get("speedup") if what == "speedup" else second.get(
-            "candidate_median_ms")
-        if not first_value or not second_value:
+    def timing_of(cls, evaluation) -> dict:
+        """An evaluation's timing fields (TIMING_FIELDS), as a plain mapping."""
+        return {name: getattr(evaluation, name) for name in cls.TIMING_FIELDS}
+
+    @classmethod
+    def compare_timing(cls, timings: list[dict]) -> dict | None:
+        """The evaluations' timings in the order they ran (the first, the second, and a third
+        where the first two disagreed; each a mapping of TIMING_FIELDS) judged by the one rule
+        (stats.settle): what was compared, each one's 95% interval, the `outcome` (agree,
+        third, apart), which two agree and which one the record ranks on (the slower of them).
+
+        Compared by the speedup over the reference timed beside the kernel in the same
+        evaluation (a busy host slows both sides alike); only where an evaluation has none (no
+        reference timed) by the kernel's median. None when there is nothing to compare (the
+        verdict decides alone)."""
+        what = "speedup" if all(t.get("speedup") for t in timings) else "median"
+        key = "speedup" if what == "speedup" else "candidate_median_ms"
+        if not all(t.get(key) for t in timings):
             return None
         floor = settings.TIMING_INTERVAL_FLOOR
 
-        def interval(value, candidate, reference):
+        def interval(timing: dict) -> stats.Interval | None:
             if what == "speedup":
-                return stats.speedup_interval(value, candidate, reference, floor=floor)
-            return stats.median_interval(candidate, median_ms=value, floor=floor)
+                return stats.speedup_interval(timing["speedup"], timing.get("candidate_stats"),
+                                              timing.get("reference_stats"), floor=floor)
+            return stats.median_interval(timing.get("candidate_stats"),
+                                         median_ms=timing["candidate_median_ms"], floor=floor)
 
-        a = interval(first_value, first.candidate_stats, first.reference_stats)
-        b = interval(second_value, second.get("candidate_stats"), second.get("reference_stats"))
-        agrees = stats.agree(a, b)
-        first_slower = first_value < second_value if what == "speedup" else (
-            first_value > second_value)
-        return {
-            "compared": what,
-            "confidence": 0.95,
-            "floor": floor,
-            "first": a.as_dict(),
-            "second": b.as_dict(),
-            "first_median_ms": first.candidate_median_ms,
-            "second_median_ms": second.get("candidate_median_ms"),
-            "agrees": agrees,
-            "ranked_on": ("first" if first_slower else "second") if agrees else None,
-            "note": None if agrees else cls.TIMING_NOTE,
-        }
+        intervals = [interval(t) for t in timings]
+        settled = stats.settle(intervals, higher_is_faster=what == "speedup")
+        roles = cls.ROLES[:len(timings)]
+        comparison = {"compared": what, "confidence": 0.95, "floor": floor, "roles": list(roles)}
+        for role, timing, iv in zip(roles, timings, intervals, strict=True):
+            comparison[role] = iv.as_dict() if iv is not None else None
+            comparison[f"{role}_median_ms"] = timing.get("candidate_median_ms")
+        comparison.update(
+            outcome=settled.outcome,
+            agrees=settled.outcome == stats.AGREE,
+            agreeing=[roles[i] for i in settled.agreeing] if settled.agreeing else None,
+            ranked_on=roles[settled.ranked_on] if settled.ranked_on is not None else None,
+            note=cls.TIMING_NOTE if settled.outcome == stats.APART else None,
+        )
+        return comparison
 
     @staticmethod
     def timing_comparison(evaluation) -> dict:
-        """What compare_timing found, as stored on the second evaluation ({} if nothing)."""
+        """What compare_timing found, as stored on the evaluation it judged ({} if nothing)."""
         if evaluation is None:
             return {}
         checks = (evaluation.static_report or {}).get("checks") or {}
@@ -483,6 +501,35 @@ class Reverification(models.Model):
     def _timing_not_reproduced(cls, evaluation) -> bool:
         """Correct, and its only flag is the timing note."""
         return bool(evaluation.correct) and list(evaluation.flags or []) == [cls.TIMING_NOTE]
+
+    @property
+    def is_third_round(self) -> bool:
+        """Its first two evaluations disagreed; a third one decides."""
+        return self.disputed_evaluation_id is not None
+
+    def dispute(self, *, evaluation, runner_name: str) -> bool:
+        """The second evaluation's timing disagreed with the first's: keep it, and queue this
+        re-verification once more, for a third evaluation with fresh seeds (on another runner
+        than the second's where one is live). The submission stays pending.
+
+        Only while this runner still holds the claim (False otherwise)."""
+        updated = Reverification.objects.filter(
+            leases.held_by(Reverification, runner_name), pk=self.pk,
+            disputed_evaluation__isnull=True,
+        ).update(
+            status=self.Status.QUEUED,
+            evaluation=evaluation,
+            disputed_evaluation=evaluation,
+            avoid_runner=evaluation.runner_name,
+            claimed_by="",
+            attempts=0,
+            lease_expires_at=None,
+            enqueued_at=None,
+            started_at=None,
+        )
+        if updated:
+            self.refresh_from_db()
+        return bool(updated)
 
     def finish(self, *, evaluation, runner_name: str) -> bool:
         """Record the second evaluation's outcome, on this and on the submission.
@@ -516,21 +563,26 @@ class Reverification(models.Model):
 
     @staticmethod
     def timing_message(comparison: dict) -> str:
-        """Why a re-verification is held, in plain words, with both intervals."""
+        """Why a re-verification is held, in plain words, with every interval."""
         unit = "x" if comparison.get("compared") == "speedup" else " ms"
 
         def shown(side: dict) -> str:
             return (f"{side['value']:.4g}{unit} (95% interval {side['low']:.4g}"
                     f"-{side['high']:.4g}{unit})")
 
+        roles = [role for role in comparison.get("roles") or ("first", "second")
+                 if comparison.get(role)]
+        measured = ", ".join(f"the {role} evaluation's {shown(comparison[role])}"
+                             for role in reversed(roles))
+        what = comparison.get("compared")
         return (
-            f"Timing not reproduced: the second evaluation's {comparison.get('compared')} "
-            f"{shown(comparison['second'])} and the first one's {shown(comparison['first'])} "
-            "do not overlap. It is held off the board as measurement noise, not as an exploit; "
-            "both evaluations are shown."
+            f"Timing not reproduced: no two of the {len(roles)} evaluations' {what}s agree "
+            f"({measured}). It is held off the board as measurement noise, not as an exploit; "
+            "every evaluation is shown, and its owner can ask for another attempt."
         )
 
     def _outcome(self, evaluation) -> tuple[str, str]:
+        role = "third" if self.is_third_round else "second"
         if self._timing_not_reproduced(evaluation):
             comparison = self.timing_comparison(evaluation)
             if comparison.get("first") and comparison.get("second"):
@@ -540,8 +592,8 @@ class Reverification(models.Model):
             return self.Status.PASSED, ""
         if evaluation.flags:
             flags = ", ".join(evaluation.flags)
-            return self.Status.FAILED, f"The second evaluation was flagged: {flags}."
-        message = f"The second evaluation, on fresh inputs, ended {evaluation.verdict}."
+            return self.Status.FAILED, f"The {role} evaluation was flagged: {flags}."
+        message = f"The {role} evaluation, on fresh inputs, ended {evaluation.verdict}."
         first_line = (evaluation.error.strip().splitlines() or [""])[0][:300]
         return self.Status.FAILED, f"{message} {first_line}".strip()
 

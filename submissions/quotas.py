@@ -17,7 +17,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from submissions.models import Evaluation, NcuReport, Submission
+from submissions.models import Evaluation, NcuReport, Reverification, Submission
 
 DEFAULT_MAX_QUEUED = 200
 DEFAULT_GPU_SECONDS_PER_DAY = 3600
@@ -171,5 +171,39 @@ def ncu_quota_check(*, user, now: datetime | None = None) -> None:
             f"You have asked for {used} Nsight Compute reports today; the limit is {limit} a "
             "day (UTC).",
             code="quota_ncu_reports",
+            retry_after=max(int((start + timedelta(days=1) - now).total_seconds()), 1),
+        )
+
+
+DEFAULT_REVERIFICATIONS_PER_DAY = 3
+
+
+def reverifications_per_day() -> int:
+    return int(getattr(settings, "QUOTA_REVERIFICATIONS_PER_DAY",
+                       DEFAULT_REVERIFICATIONS_PER_DAY))
+
+
+def reverifications_used(user, *, since: datetime) -> int:
+    return Reverification.objects.filter(
+        requested_by=user, reason=Reverification.Reason.OWNER, created_at__gte=since
+    ).count()
+
+
+def reverify_quota_check(*, user, now: datetime | None = None) -> None:
+    """Raise QuotaExceeded when the user has asked for QUOTA_REVERIFICATIONS_PER_DAY
+    re-verifications of their own submissions since midnight UTC. Staff are exempt."""
+    if is_exempt(user):
+        return
+    limit = reverifications_per_day()
+    if not limit:
+        return
+    now = now or timezone.now()
+    start = day_start(now)
+    used = reverifications_used(user, since=start)
+    if used >= limit:
+        raise QuotaExceeded(
+            f"You have asked for {used} re-verifications today; the limit is {limit} a day "
+            "(UTC).",
+            code="quota_reverifications",
             retry_after=max(int((start + timedelta(days=1) - now).total_seconds()), 1),
         )

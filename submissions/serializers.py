@@ -8,7 +8,7 @@ from rest_framework import serializers
 from evaluation.harness.config import DEFAULT_TOLERANCE
 from evaluation.profiles import profile_view
 from problems.models import Problem
-from submissions.models import ApiToken, Evaluation, NcuReport, Submission
+from submissions.models import ApiToken, Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import (
     LOG_FIELDS,
     RankingDetail,
@@ -213,7 +213,9 @@ class AcceptedSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=Submission.Status.choices)
     url = serializers.URLField(help_text="Poll this for the status and the result.")
-    events_url = serializers.URLField(help_text="Server-sent events until it is finished.")
+    events_url = serializers.URLField(
+        help_text="Server-sent events until it is settled (its ranking decided)."
+    )
     stream_url = serializers.CharField(help_text="A websocket with the same events.")
     page_url = serializers.URLField()
 
@@ -231,7 +233,8 @@ class SubmissionUrlsSerializer(serializers.Serializer):
     url = serializers.URLField(help_text="This submission in the API.")
     events_url = serializers.URLField(
         help_text="Server-sent events (text/event-stream, with the same Authorization header) "
-        "until it is finished: `status` events, then the final one."
+        "until it is settled (finished, and its ranking no longer pending a re-verification): "
+        "`status` events, then the final one."
     )
     stream_url = serializers.CharField(help_text="A websocket with the same events.")
     page_url = serializers.URLField(help_text="Its page on the site.")
@@ -426,6 +429,12 @@ class SubmissionSerializer(serializers.Serializer):
     )
     urls = SubmissionUrlsSerializer()
     ranking = RankingSerializer(help_text="Whether its result ranks on its board, and why not.")
+    settled = serializers.BooleanField(
+        help_text="True once nothing more is coming: finished, and its ranking no longer "
+        "pending a re-verification (a would-be record is evaluated again, a third time where "
+        "two disagree, before it ranks or is held). Wait for this, not for `status`, to learn "
+        "the outcome; the event stream and the websocket go on until it is true."
+    )
     evaluation = EvaluationSerializer(allow_null=True)
 
 
@@ -529,8 +538,30 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "source": submission.source if show_code else None,
         "urls": submission_urls(request, submission),
         "ranking": submission_ranking(submission),
+        "settled": submission.is_settled,
         "evaluation": evaluation,
     }
+
+
+class ReverificationSerializer(serializers.Serializer):
+    """A re-verification of a submission: its evaluation again with fresh secret seeds."""
+
+    id = serializers.IntegerField()
+    submission = serializers.IntegerField(source="submission_id")
+    reason = serializers.ChoiceField(choices=Reverification.Reason.choices)
+    status = serializers.ChoiceField(
+        choices=Reverification.Status.choices,
+        help_text="queued or running until it lands; passed (it ranks) or failed (see message; "
+        "`held` when only the timing did not reproduce).",
+    )
+    third_evaluation = serializers.BooleanField(
+        source="is_third_round",
+        help_text="The second evaluation's speedup disagreed with the first's: a third decides.",
+    )
+    held = serializers.BooleanField()
+    message = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
 
 
 class NcuReportSerializer(serializers.Serializer):

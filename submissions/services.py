@@ -26,7 +26,12 @@ from submissions.models import (
     Run,
     Submission,
 )
-from submissions.quotas import QuotaExceeded, ncu_quota_check, quota_check
+from submissions.quotas import (
+    QuotaExceeded,
+    ncu_quota_check,
+    quota_check,
+    reverify_quota_check,
+)
 from submissions.selectors import submission_status_payload
 
 log = logging.getLogger(__name__)
@@ -570,9 +575,10 @@ def submission_requeue_unqueued(
 
 
 class ReverificationError(Exception):
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, code: str = "invalid") -> None:
         super().__init__(message)
         self.message = message
+        self.code = code
 
 
 def reverification_request(
@@ -592,7 +598,8 @@ def reverification_request(
         .first()
     )
     if submission.status != Submission.Status.FINISHED or checked is None:
-        raise ReverificationError(f"Submission {submission.pk} has not been evaluated yet.")
+        raise ReverificationError(f"Submission {submission.pk} has not been evaluated yet.",
+                                  code="not_evaluated")
     try:
         with transaction.atomic():
             reverification = Reverification.objects.create(
@@ -604,11 +611,48 @@ def reverification_request(
             )
     except IntegrityError:  # one_open_reverification
         raise ReverificationError(
-            f"Submission {submission.pk} is already being re-verified."
+            f"Submission {submission.pk} is already being re-verified.", code="already_open"
         ) from None
-    if reason == Reverification.Reason.NEW_RECORD:
+    if reason in (Reverification.Reason.NEW_RECORD, Reverification.Reason.OWNER):
         submission.hold_for_reverification()
     transaction.on_commit(lambda: enqueue_reverification(reverification), robust=True)
+    return reverification
+
+
+def reverification_request_by_owner(*, user, submission: Submission) -> Reverification:
+    """Another attempt at re-verification, asked for by the submission's owner (or staff): only
+    for a result held because its timing did not reproduce (its latest re-verification is
+    `held`), within QUOTA_REVERIFICATIONS_PER_DAY a UTC day (staff exempt). The submission is
+    pending again until it lands, and the re-verification goes as any other: a second evaluation
+    with fresh seeds, a third where the first two disagree.
+
+    ReverificationError (code forbidden, not_held, already_open, not_evaluated) or
+    QuotaExceeded (quota_reverifications).
+    """
+    if not (user.is_staff or (submission.user_id and submission.user_id == user.pk)):
+        raise ReverificationError(
+            "Only the submission's owner and staff can ask for a re-verification.",
+            code="forbidden",
+        )
+    with transaction.atomic():
+        # One request at a time per user passes the quota check (the row lock orders them).
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        latest = submission.reverifications.select_related("evaluation").first()
+        if latest is not None and not latest.is_finished:
+            raise ReverificationError(
+                f"Submission {submission.pk} is already being re-verified.", code="already_open"
+            )
+        if latest is None or not latest.held:
+            raise ReverificationError(
+                "Only a result held because its timing did not reproduce can be re-verified "
+                "on request.",
+                code="not_held",
+            )
+        reverify_quota_check(user=user)
+        reverification = reverification_request(
+            submission=submission, reason=Reverification.Reason.OWNER, requested_by=user
+        )
+        _publish_created(submission)  # its page and followers see it pending again
     return reverification
 
 

@@ -23,7 +23,12 @@ from problems.models import Problem
 from problems.services import kernel_starter
 from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
 from submissions.models import ApiToken, Evaluation, NcuReport, Reverification, Submission
-from submissions.quotas import QuotaExceeded, ncu_reports_per_day, quota_usage
+from submissions.quotas import (
+    QuotaExceeded,
+    ncu_reports_per_day,
+    quota_usage,
+    reverifications_per_day,
+)
 from submissions.selectors import (
     RANKING_LABELS,
     can_see_details,
@@ -34,11 +39,13 @@ from submissions.selectors import (
 )
 from submissions.services import (
     NcuRequestError,
+    ReverificationError,
     SubmissionError,
     api_token_create,
     api_token_revoke,
     clean_filename,
     ncu_report_request,
+    reverification_request_by_owner,
     submission_create,
 )
 
@@ -152,6 +159,9 @@ def _evaluation_context(request, submission: Submission) -> dict:
         "ranking": ranking,
         "ranking_label": RANKING_LABELS.get(ranking["detail"], "") if ranking else "",
         "timing_floor_pct": round(100 * settings.TIMING_INTERVAL_FLOOR, 2),
+        # The owner (and staff) may ask for another attempt at a held result.
+        "can_reverify": details and reverification is not None and reverification.held,
+        "reverify_per_day": reverifications_per_day(),
         "first_evaluation": first,
         "first_logs": evaluation_logs(first, details=details),
         # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.
@@ -343,6 +353,22 @@ def submission_ncu(request, pk: int):
             messages.error(request, error.message)
         return redirect(f"{submission.get_absolute_url()}#ncu")
     return render(request, "submissions/_ncu.html", _ncu_context(request, submission))
+
+
+@require_POST
+@login_required
+def submission_reverify(request, pk: int):
+    """Another attempt at re-verification of a held result (owner and staff, within quota)."""
+    submission = get_object_or_404(Submission, pk=pk)
+    if not can_see_details(submission, request.user):
+        raise PermissionDenied("Only the submission's owner and staff can ask for this.")
+    try:
+        reverification_request_by_owner(user=request.user, submission=submission)
+        messages.success(request, "Re-verification queued: it is evaluated again with fresh "
+                                  "seeds, and this page shows the outcome.")
+    except (ReverificationError, QuotaExceeded) as error:
+        messages.error(request, error.message)
+    return redirect(f"{submission.get_absolute_url()}#ranking")
 
 
 @require_GET

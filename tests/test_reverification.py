@@ -20,7 +20,7 @@ from evaluation.models import Runner
 from evaluation.services import runner_heartbeat
 from gpu_runner.services import evaluate_submission, reverify_submission
 from leaderboard.models import BestEntry, Record
-from leaderboard.services import board_rows, flagged_rows
+from leaderboard.services import board_rows
 from submissions.models import Evaluation, Reverification, Submission
 from submissions.services import reverifications_requeue, submission_create
 from tests.conftest import kernel_source, wait_for
@@ -210,27 +210,21 @@ def test_a_reverification_that_is_incorrect_on_fresh_inputs_keeps_the_kernel_off
     assert "<strong>failed</strong>" in text and "ended incorrect" in text
 
 
-def test_a_reverification_whose_median_disagrees_is_held_with_a_note_and_does_not_rank(
+def test_a_reverification_whose_speedup_disagrees_is_not_held_on_two_but_goes_to_a_third(
     held_record, cpu_hardware, relu_problem, harness, committed
 ):
     reverification = Reverification.objects.get(submission=held_record)
     harness.will_return(ms=3.0)  # three times slower than the first evaluation said
 
-    assert (
-        committed(reverify_submission, reverification_id=reverification.pk, runner_name="r2")
-        == "failed"
-    )
+    outcome = committed(reverify_submission, reverification_id=reverification.pk, runner_name="r2")
 
+    assert outcome == "disagreed: a third evaluation is queued"
     reverification.refresh_from_db()
-    assert reverification.evaluation.flags == [Reverification.TIMING_FLAG]
-    assert reverification.held
-    # Compared by speedup over the reference timed beside it: 2/3 against 2/1.
-    assert reverification.message.startswith(
-        "Timing not reproduced: the second evaluation's speedup 0.6667x"
-    )
+    assert reverification.status == Reverification.Status.QUEUED
+    assert reverification.disputed_evaluation.flags == []  # nothing decided on two
+    assert reverify_tasks() == [[reverification.pk], [reverification.pk]]
     assert board_rows(problem=relu_problem, hardware=cpu_hardware) == []
-    # A note, not an exploit: not among the flagged kernels.
-    assert flagged_rows(problem=relu_problem, hardware=cpu_hardware) == []
+    # The third and what follows: tests/test_reverification_rounds.py.
 
 
 def test_a_result_that_sets_no_record_ranks_at_once_without_reverification(

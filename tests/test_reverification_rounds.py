@@ -1,0 +1,268 @@
+"""Re-verification by a third evaluation, and owners asking for another attempt.
+
+A would-be record whose second evaluation's speedup disagrees with the first's is not held on
+two: a third evaluation with fresh seeds decides (evaluation/stats.settle). It ranks on the slower
+of the two that agree; it is held ("timing not reproduced", a note) only when no two of the three
+agree. The owner of a held result may ask for another attempt, within
+QUOTA_REVERIFICATIONS_PER_DAY. The runner's services run in this process with the sandboxed child
+replaced by the stand-in harness (FakeHarness: reference 2.0 ms, so a kernel of `ms` has the
+speedup 2/ms, each within about 2%).
+"""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.test import Client
+
+from evaluation import stats
+from evaluation.harness import sandbox
+from evaluation.services import runner_heartbeat
+from gpu_runner.services import evaluate_submission, reverify_submission
+from leaderboard.models import Record
+from leaderboard.services import board_rows, flagged_rows
+from submissions.models import Evaluation, Reverification, Submission
+from submissions.services import submission_create
+from tests.api_support import SchemaCheckedClient, token_for
+from tests.conftest import kernel_source
+from tests.leaderboard_factory import make_result
+from tests.test_reverification import FakeHarness
+
+pytestmark = pytest.mark.django_db
+
+PENDING = Submission.ReverificationState.PENDING
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttles():
+    cache.clear()
+
+
+@pytest.fixture
+def harness(monkeypatch) -> FakeHarness:
+    fake = FakeHarness()
+    monkeypatch.setattr(sandbox, "run_job", fake.run_job)
+    return fake
+
+
+@pytest.fixture
+def run(django_capture_on_commit_callbacks):
+    """Call a runner's service, then what it left for after the commit (enqueues, events)."""
+
+    def call(service, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return service(**kwargs)
+
+    return call
+
+
+@pytest.fixture
+def record(user, cpu_hardware, relu_problem, harness, run) -> Submission:
+    """A first result of 1.0 ms (2.0x) on an empty board, by r1 while r2 is live: held pending."""
+    runner_heartbeat(name="r1", hardware=cpu_hardware, host="host", pid=1)
+    runner_heartbeat(name="r2", hardware=cpu_hardware, host="host", pid=2)
+    submission = submission_create(user=user, problem=relu_problem, backend="torch",
+                                   source=kernel_source("relu_correct.py"), hardware=cpu_hardware)
+    harness.will_return(ms=1.0)
+    assert run(evaluate_submission, submission_id=submission.pk, runner_name="r1") == "correct"
+    submission.refresh_from_db()
+    assert submission.reverification == PENDING
+    return submission
+
+
+def reverify(submission: Submission, run, *, runner: str) -> str:
+    reverification = submission.reverifications.first()
+    return run(reverify_submission, reverification_id=reverification.pk, runner_name=runner)
+
+
+@pytest.fixture
+def disputed(record, harness, run) -> Submission:
+    """The second evaluation, by r2, at 1.3 ms (1.54x): apart from the first's 2.0x."""
+    harness.will_return(ms=1.3)
+    assert reverify(record, run, runner="r2") == "disagreed: a third evaluation is queued"
+    return record
+
+
+@pytest.fixture
+def held(disputed, harness, run) -> Submission:
+    """A third evaluation, by r1, at 1.15 ms (1.74x): apart from both."""
+    harness.will_return(ms=1.15)
+    assert reverify(disputed, run, runner="r1") == "failed"
+    disputed.refresh_from_db()
+    return disputed
+
+
+def api(user) -> SchemaCheckedClient:
+    return SchemaCheckedClient().with_token(token_for(user))
+
+
+def test_the_rule_settles_two_agreeing_and_breaks_a_disagreement_with_a_third():
+    def iv(value):
+        return stats.Interval(value, value * 0.98, value * 1.02)
+
+    assert stats.settle([iv(2.0), iv(1.98)]) == stats.Settlement("agree", (0, 1), 1)
+    assert stats.settle([iv(2.0), iv(1.5)]).outcome == "third"
+    assert stats.settle([iv(2.0), iv(1.5), iv(1.51)]) == stats.Settlement("agree", (1, 2), 1)
+    assert stats.settle([iv(2.0), iv(1.5), iv(2.01)]) == stats.Settlement("agree", (0, 2), 0)
+    assert stats.settle([iv(2.0), iv(1.5), iv(1.75)]).outcome == "apart"
+    # Medians: the slower is the longer time.
+    assert stats.settle([iv(1.0), iv(1.01)], higher_is_faster=False).ranked_on == 1
+
+
+def test_a_second_evaluation_that_disagrees_queues_a_third_and_the_result_stays_pending(
+    disputed, user, cpu_hardware, relu_problem, harness
+):
+    reverification = disputed.reverifications.get()
+    second = reverification.evaluation
+    assert reverification.status == Reverification.Status.QUEUED
+    assert reverification.is_third_round and reverification.disputed_evaluation == second
+    assert reverification.enqueued_at is not None  # its task went to the queue after commit
+    # The second is kept as measured, with no note: nothing is decided yet.
+    assert second.flags == [] and second.candidate_median_ms == 1.3
+    comparison = second.static_report["checks"]["reverification"]
+    assert (comparison["outcome"], comparison["compared"], comparison["note"]) == (
+        "third", "speedup", None)
+    disputed.refresh_from_db()
+    assert disputed.reverification == PENDING and not disputed.is_settled
+    assert board_rows(problem=relu_problem, hardware=cpu_hardware) == []
+
+    body = api(user).get(f"/api/v1/submissions/{disputed.pk}/").json()
+    assert (body["status"], body["ranking"]["state"], body["settled"]) == (
+        "finished", "pending", False)
+    # The third goes to another runner than the second's while one is live.
+    assert not reverification.claim(runner_name="r2", lease_seconds=60)
+    assert reverification.claim(runner_name="r1", lease_seconds=60)
+
+
+def test_a_third_evaluation_that_agrees_with_the_second_ranks_on_the_slower_of_those_two(
+    disputed, user, cpu_hardware, relu_problem, harness, run
+):
+    harness.will_return(ms=1.31)  # 1.53x, within the second's 1.54x
+
+    assert reverify(disputed, run, runner="r1") == "passed"
+
+    reverification = disputed.reverifications.get()
+    third = reverification.evaluation
+    assert third.purpose == Evaluation.Purpose.REVERIFY and third.attempt == 2
+    assert len({job["seed"] for job in harness.jobs}) == 3  # fresh seeds every time
+    comparison = third.static_report["checks"]["reverification"]
+    assert comparison["agreeing"] == ["second", "third"] and comparison["ranked_on"] == "third"
+    assert third.flags == [] and third.candidate_median_ms == 1.31
+    [row] = board_rows(problem=relu_problem, hardware=cpu_hardware)
+    assert (row["rank"], row["candidate_ms"], row["evaluation_id"]) == (1, 1.31, third.pk)
+    assert Record.objects.get().evaluation_id == third.pk
+    body = api(user).get(f"/api/v1/submissions/{disputed.pk}/").json()
+    assert (body["ranking"]["state"], body["ranking"]["rank"], body["settled"]) == (
+        "ranked", 1, True)
+
+
+def test_a_third_evaluation_that_agrees_with_the_first_ranks_on_the_first_timing(
+    disputed, cpu_hardware, relu_problem, harness, run
+):
+    harness.will_return(ms=0.99)  # 2.02x: with the first's 2.0x, which is the slower
+
+    assert reverify(disputed, run, runner="r1") == "passed"
+
+    third = disputed.reverifications.get().evaluation
+    comparison = third.static_report["checks"]["reverification"]
+    assert comparison["agreeing"] == ["first", "third"] and comparison["ranked_on"] == "first"
+    assert comparison["third_timing"]["candidate_median_ms"] == 0.99  # its own, kept
+    assert (third.candidate_median_ms, third.speedup) == (1.0, 2.0)
+    [row] = board_rows(problem=relu_problem, hardware=cpu_hardware)
+    assert row["candidate_ms"] == 1.0
+
+
+def test_three_evaluations_that_all_disagree_are_held_with_a_note_never_an_exploit(
+    held, user, cpu_hardware, relu_problem
+):
+    reverification = held.reverifications.get()
+    assert reverification.status == Reverification.Status.FAILED and reverification.held
+    assert reverification.evaluation.flags == [Reverification.TIMING_NOTE]
+    assert reverification.message.startswith(
+        "Timing not reproduced: no two of the 3 evaluations' speedups agree (the third "
+        "evaluation's 1.739x")
+    assert held.reverification == Submission.ReverificationState.FAILED and held.is_settled
+    assert board_rows(problem=relu_problem, hardware=cpu_hardware) == []
+    assert flagged_rows(problem=relu_problem, hardware=cpu_hardware) == []
+    body = api(user).get(f"/api/v1/submissions/{held.pk}/").json()
+    assert (body["ranking"]["state"], body["ranking"]["detail"], body["settled"]) == (
+        "held", "timing_not_reproduced", True)
+
+    client = Client()
+    client.force_login(user)
+    html = client.get(f"/submissions/{held.pk}/").content.decode()
+    assert 'data-agrees="no"' in html and "no two overlap" in html
+    assert "third evaluation: <span" in html
+    assert 'id="reverify-form"' in html  # the owner may ask for another attempt
+
+
+def test_the_owner_asks_again_for_a_held_result_and_it_ranks_when_it_agrees(
+    held, user, cpu_hardware, relu_problem, harness, run, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api(user).post(f"/api/v1/submissions/{held.pk}/reverify/")
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert (body["reason"], body["status"], body["third_evaluation"]) == ("owner", "queued", False)
+    again = Reverification.objects.get(pk=body["id"])
+    assert again.requested_by == user and again.enqueued_at is not None
+    held.refresh_from_db()
+    assert held.reverification == PENDING
+    assert api(user).get(f"/api/v1/submissions/{held.pk}/").json()["settled"] is False
+
+    harness.will_return(ms=1.01)  # agrees with the first evaluation's 2.0x
+    assert reverify(held, run, runner="r2") == "passed"
+
+    [row] = board_rows(problem=relu_problem, hardware=cpu_hardware)
+    assert (row["rank"], row["candidate_ms"]) == (1, 1.01)
+    ranking = api(user).get(f"/api/v1/submissions/{held.pk}/").json()["ranking"]
+    assert ranking["state"] == "ranked"
+
+
+def test_owner_reverifications_stop_at_the_daily_quota_and_staff_are_exempt(
+    held, user, harness, run, settings
+):
+    settings.QUOTA_REVERIFICATIONS_PER_DAY = 1
+    assert api(user).post(f"/api/v1/submissions/{held.pk}/reverify/").status_code == 202
+    open_again = api(user).post(f"/api/v1/submissions/{held.pk}/reverify/")
+    assert (open_again.status_code, open_again.json()["code"]) == (409, "already_open")
+    harness.will_return(ms=1.3)
+    harness.will_return(ms=1.15)
+    assert reverify(held, run, runner="r2") == "disagreed: a third evaluation is queued"
+    assert reverify(held, run, runner="r1") == "failed"  # held once more
+
+    over = api(user).post(f"/api/v1/submissions/{held.pk}/reverify/")
+    assert over.status_code == 429 and over.json()["code"] == "quota_reverifications"
+    assert int(over.headers["Retry-After"]) > 0
+
+    admin = get_user_model().objects.create_user(username="root", password="r-long-pass-3",
+                                                 is_staff=True)
+    assert api(admin).post(f"/api/v1/submissions/{held.pk}/reverify/").status_code == 202
+
+
+def test_only_the_owner_and_only_a_held_result_can_be_reverified_on_request(
+    held, user, cpu_hardware, relu_problem
+):
+    ranked = make_result(problem=relu_problem, hardware=cpu_hardware, user=user, ms=3.0)
+    refused = api(user).post(f"/api/v1/submissions/{ranked.submission_id}/reverify/")
+    assert (refused.status_code, refused.json()["code"]) == (409, "not_held")
+
+    bob = get_user_model().objects.create_user(username="bob", password="b-long-passphrase-2")
+    assert api(bob).post(f"/api/v1/submissions/{held.pk}/reverify/").status_code == 404
+    client = Client()
+    client.force_login(bob)
+    assert 'id="reverify-form"' not in client.get(f"/submissions/{held.pk}/").content.decode()
+    assert client.post(f"/submissions/{held.pk}/reverify/").status_code == 403
+    assert not Reverification.objects.filter(reason=Reverification.Reason.OWNER).exists()
+
+
+def test_the_button_on_the_submission_page_queues_another_attempt(held, user):
+    client = Client()
+    client.force_login(user)
+
+    response = client.post(f"/submissions/{held.pk}/reverify/", follow=True)
+
+    assert "Re-verification queued" in response.content.decode()
+    again = held.reverifications.first()
+    assert (again.reason, again.status) == ("owner", "queued")
+    held.refresh_from_db()
+    assert held.reverification == PENDING
