@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from competitions.models import Competition
 from competitions.services import CompetitionError, competition_standings, competition_submit
 from submissions.api import ApiMixin, error_body, submission_error_response
-from submissions.serializers import ApiErrorSerializer
+from submissions.serializers import ApiErrorSerializer, submission_urls
 from submissions.services import SubmissionError
 
 
@@ -67,10 +67,34 @@ class CompetitionListSerializer(serializers.Serializer):
 
 
 class EntryOutSerializer(serializers.Serializer):
+    """An entry; its URLs absolute, as the submissions API gives them (submission_urls)."""
+
     entry_id = serializers.IntegerField(source="pk")
     submission_id = serializers.IntegerField()
-    submission_url = serializers.CharField(source="submission.get_absolute_url")
+    submission_url = serializers.SerializerMethodField(help_text="The submission's page.")
+    url = serializers.SerializerMethodField(
+        help_text="The submission in the API: poll it (its `settled`) for the outcome."
+    )
+    events_url = serializers.SerializerMethodField(
+        help_text="Server-sent events of the submission until it is settled."
+    )
+    stream_url = serializers.SerializerMethodField(help_text="A websocket with the same events.")
     after_deadline = serializers.BooleanField()
+
+    def _urls(self, entry) -> dict:
+        return submission_urls(self.context["request"], entry.submission)
+
+    def get_submission_url(self, entry) -> str:
+        return self._urls(entry)["page_url"]
+
+    def get_url(self, entry) -> str:
+        return self._urls(entry)["url"]
+
+    def get_events_url(self, entry) -> str:
+        return self._urls(entry)["events_url"]
+
+    def get_stream_url(self, entry) -> str:
+        return self._urls(entry)["stream_url"]
 
 
 # ---- input ------------------------------------------------------------------------------------
@@ -144,4 +168,5 @@ class CompetitionEntryApi(ApiMixin, APIView):
         except CompetitionError as error:
             code = {"daily_limit": 429, "login_required": 401}.get(error.code, 400)
             return Response(error_body(error.message, error.code), status=code)
-        return Response(EntryOutSerializer(entry).data, status=status.HTTP_201_CREATED)
+        return Response(EntryOutSerializer(entry, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED)

@@ -35,6 +35,16 @@ class ApiError(Exception):
         return text
 
 
+def settled(state: dict) -> bool:
+    """Whether a submission's record or live event is its last: finished, and its ranking not
+    pending (a would-be record is evaluated again, a third time where two disagree, before it
+    ranks or is held). The API says so as `settled`; events carry the ranking."""
+    if "settled" in state:
+        return bool(state["settled"])
+    ranking = state.get("ranking") or {}
+    return state.get("status") == "finished" and ranking.get("state") != "pending"
+
+
 class Client:
     def __init__(self, url: str, token: str, *, timeout: float = 30, retries: int = 5) -> None:
         self.url = url.rstrip("/")
@@ -108,6 +118,16 @@ class Client:
     def submissions(self, **filters: Any) -> list[dict]:
         return self.get(f"{API}/submissions/", **filters)["results"]
 
+    def reverify(self, submission_id: int) -> dict:
+        return self.request("POST", f"{API}/submissions/{submission_id}/reverify/")
+
+    def problem_by_slug(self, slug: str) -> dict:
+        """The problem named by its slug (level1/19_ReLU), found through the list's search."""
+        for problem in self.problems(q=slug):
+            if problem["slug"] == slug:
+                return problem
+        raise ApiError(404, {"detail": f"There is no problem {slug!r}.", "code": "not_found"})
+
     def board(self, level: int, number: int, hardware: str) -> dict:
         return self.get(f"{API}/leaderboard/boards/{level}/{number}/{hardware}/")
 
@@ -132,25 +152,31 @@ class Client:
     def follow(
         self, submission: dict, *, timeout: float, on_event: Callable[[dict], None]
     ) -> dict:
-        """Call on_event with every status change until the submission is finished; return
-        its full record. The websocket first; polling when websockets do not get through."""
+        """Call on_event with every status change until the submission is settled (finished,
+        and its ranking no longer pending a re-verification); return its full record. The
+        websocket first; polling when websockets do not get through."""
         deadline = time.monotonic() + timeout
         stream_url = submission.get("stream_url") or submission.get("urls", {}).get("stream_url")
         if stream_url:
             try:
                 for event in self._websocket_events(stream_url, deadline):
                     on_event(event)
-                    if event.get("status") == "finished":
-                        return self.submission(submission["id"])
+                    if settled(event):
+                        state = self.submission(submission["id"])
+                        if settled(state):
+                            return state
             except (OSError, WebSocketException, TimeoutError):
                 pass  # fall through to polling, which also resumes after a dropped socket
         while time.monotonic() < deadline:
             state = self.submission(submission["id"])
             on_event(state)
-            if state["status"] == "finished":
+            if settled(state):
                 return state
             time.sleep(1.0)
-        raise TimeoutError(f"submission {submission['id']} did not finish within {timeout:.0f} s")
+        raise TimeoutError(
+            f"submission {submission['id']} was not settled within {timeout:.0f} s "
+            "(`kb status ID --wait` goes on following it)"
+        )
 
     def _websocket_events(self, stream_url: str, deadline: float) -> Iterator[dict]:
         origin = self.url  # the server only accepts websockets from its own origin

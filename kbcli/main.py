@@ -11,7 +11,7 @@ from pathlib import Path
 import requests
 
 from kbcli import config
-from kbcli.client import ApiError, Client
+from kbcli.client import ApiError, Client, settled
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # an error, or a verdict other than correct
@@ -58,7 +58,13 @@ def describe(event: dict) -> str:
             return prefix + f"running: {progress['phase']}"
         return prefix + "running"
     if status == "finished":
-        return prefix + f"finished: {event.get('verdict')}"
+        line = prefix + f"finished: {event.get('verdict')}"
+        ranking = event.get("ranking")
+        if ranking and ranking.get("state") == "pending":
+            line += "; ranking pending: re-verification with fresh seeds"
+        elif ranking and settled(event):
+            line += f"; {describe_ranking({**ranking, 'reason': None})}"
+        return line
     return ""
 
 
@@ -124,6 +130,8 @@ def summary(data: dict) -> str:
                      + (f", result in about {max(estimate, 1)} s" if estimate is not None else "")))
     if "ranking" in data:
         rows.append(("ranking", describe_ranking(data["ranking"])))
+        if data.get("status") == "finished" and not settled(data):
+            rows.append(("", "(not settled yet: `kb status ID --wait` follows it to the end)"))
     if data.get("flags"):
         rows.append(("exploits", ", ".join(str(flag) for flag in data["flags"])))
     for note in data.get("notes") or []:
@@ -226,7 +234,16 @@ def cmd_problems(args) -> int:
 
 
 def cmd_problem(args) -> int:
-    problem = client_from_config().problem(args.level, args.number)
+    client = client_from_config()
+    if args.number is None:
+        if "/" not in args.problem:
+            print("kb: name the problem by its slug (level1/19_ReLU) or its level and number",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        problem = client.problem_by_slug(args.problem)
+        problem = client.problem(problem["level"], problem["number"])
+    else:
+        problem = client.problem(int(args.problem), args.number)
     emit(args, problem, f"# {problem['slug']} ({problem['status']}, {problem['precision']})\n"
                         + problem["source"])
     return EXIT_OK
@@ -265,14 +282,54 @@ def _read_source(path: Path) -> str | None:
         return None
 
 
+def problem_fields(args) -> dict | None:
+    """The problem as the API takes it: {"problem": slug} or {"level", "number"}; None after
+    saying what is missing."""
+    if args.problem:
+        return {"problem": args.problem}
+    if args.level is not None and args.number is not None:
+        return {"level": args.level, "number": args.number}
+    print("kb: name the problem: --problem level1/19_ReLU (or --level and --number)",
+          file=sys.stderr)
+    return None
+
+
+def problem_numbers(client: Client, args) -> tuple[int, int] | None:
+    """(level, number) of the problem named by --problem or --level/--number."""
+    fields = problem_fields(args)
+    if fields is None:
+        return None
+    if "problem" in fields:
+        problem = client.problem_by_slug(fields["problem"])
+        return problem["level"], problem["number"]
+    return fields["level"], fields["number"]
+
+
+def default_hardware(client: Client, given: str | None) -> str | None:
+    """The hardware named, else the only one the site has; None after saying why not."""
+    if given:
+        return given
+    slugs = [h["slug"] for h in client.hardware()]
+    if len(slugs) == 1:
+        return slugs[0]
+    print("kb: name the hardware with --hardware; this site has "
+          + (", ".join(slugs) if slugs else "none"), file=sys.stderr)
+    return None
+
+
 def cmd_submit(args) -> int:
     path = Path(args.file)
     source = _read_source(path)
     if source is None:
         return EXIT_USAGE
+    problem = problem_fields(args)
+    if problem is None:
+        return EXIT_USAGE
     client = client_from_config()
-    fields = {"level": args.level, "number": args.number, "backend": args.backend,
-              "hardware": args.hardware, "source": source, "filename": path.name}
+    # Without --hardware the server takes its only hardware, or says which there are.
+    fields = {**problem, "backend": args.backend, "source": source, "filename": path.name}
+    if args.hardware:
+        fields["hardware"] = args.hardware
     if args.precision:
         fields["precision"] = args.precision
     accepted = client.submit(**fields)
@@ -287,14 +344,45 @@ def cmd_submit(args) -> int:
 def cmd_status(args) -> int:
     client = client_from_config()
     data = client.submission(args.id)
-    if args.wait and data["status"] != "finished":
+    if args.wait and not settled(data):
         return _finish(args, client, data)
     emit(args, data, summary(data))
     return EXIT_OK
 
 
+def cmd_list(args) -> int:
+    """Your submissions, newest first."""
+    filters = {"status": args.status, "verdict": args.verdict, "hardware": args.hardware,
+               "problem": args.problem, "limit": args.limit}
+    submissions = client_from_config().submissions(**filters)
+    rows = [[s["id"], s["problem"]["slug"], s["backend"], s["hardware"], s["status"],
+             s.get("verdict") or "-", s.get("reverification") or "-",
+             str(s["created_at"])[:16].replace("T", " ")] for s in submissions]
+    emit(args, submissions, table(rows, ["id", "problem", "backend", "hardware", "status",
+                                         "verdict", "re-verification", "submitted"])
+         if rows else "No submissions.")
+    return EXIT_OK
+
+
+def cmd_reverify(args) -> int:
+    """Ask for another re-verification of a held result (the owner's, within the quota)."""
+    client = client_from_config()
+    reverification = client.reverify(args.id)
+    print(f"Re-verification {reverification['id']} of submission {args.id} queued",
+          file=sys.stderr)
+    if not args.wait:
+        emit(args, reverification, str(reverification["id"]))
+        return EXIT_OK
+    return _finish(args, client, client.submission(args.id))
+
+
 def cmd_leaderboard(args) -> int:
-    board = client_from_config().board(args.level, args.number, args.hardware)
+    client = client_from_config()
+    numbers = problem_numbers(client, args)
+    hardware = default_hardware(client, args.hardware)
+    if numbers is None or hardware is None:
+        return EXIT_USAGE
+    board = client.board(*numbers, hardware)
     rows = [[r["rank"], r["participant"], fmt_ms(r["candidate_ms"]), fmt_x(r["speedup"]),
              fmt_x(r["speedup_eager"]), fmt_x(r["speedup_compile"]), r["backend"],
              r["precision"], str(r["date"])[:10]] for r in board["rows"]]
@@ -399,25 +487,47 @@ def build_parser() -> argparse.ArgumentParser:
     problems.add_argument("--search", help="text in the name or slug")
 
     problem = command("problem", cmd_problem, "print a problem's reference program")
-    problem.add_argument("level", type=int)
-    problem.add_argument("number", type=int)
+    problem.add_argument("problem", help="its slug, e.g. level1/19_ReLU (or its level, then "
+                         "its number)")
+    problem.add_argument("number", type=int, nargs="?")
 
     command("hardware", cmd_hardware, "list hardware, its backends and queues")
 
+    def name_problem(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--problem", help="the problem's slug, e.g. level1/19_ReLU")
+        sub.add_argument("--level", type=int, help="with --number, instead of --problem")
+        sub.add_argument("--number", type=int)
+
+    wait_help = ("follow it live to the outcome: the verdict, then its ranking (a would-be "
+                 "record is re-verified before it ranks)")
+
     submit = command("submit", cmd_submit, "submit a kernel file")
     submit.add_argument("file")
-    submit.add_argument("--level", type=int, required=True)
-    submit.add_argument("--number", type=int, required=True)
+    name_problem(submit)
     submit.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
-    submit.add_argument("--hardware", required=True, help="a hardware slug, e.g. h200")
+    submit.add_argument("--hardware",
+                        help="a hardware slug, e.g. h200 (the site's only one by default)")
     submit.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
-    submit.add_argument("--wait", action="store_true", help="follow it live to the verdict")
+    submit.add_argument("--wait", action="store_true", help=wait_help)
     submit.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
     status = command("status", cmd_status, "show a submission")
     status.add_argument("id", type=int)
-    status.add_argument("--wait", action="store_true", help="follow it live to the verdict")
+    status.add_argument("--wait", action="store_true", help=wait_help)
     status.add_argument("--timeout", type=float, default=3600)
+
+    listing = command("list", cmd_list, "list your submissions, newest first")
+    listing.add_argument("--problem", help="text in the problem's slug, e.g. level1/19_ReLU")
+    listing.add_argument("--status", choices=["queued", "running", "finished"])
+    listing.add_argument("--verdict", help="e.g. correct, incorrect, compile_error")
+    listing.add_argument("--hardware")
+    listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+
+    reverify = command("reverify", cmd_reverify,
+                       "ask for another re-verification of your held result (within the quota)")
+    reverify.add_argument("id", type=int)
+    reverify.add_argument("--wait", action="store_true", help=wait_help)
+    reverify.add_argument("--timeout", type=float, default=3600)
 
     profile = command("profile", cmd_profile,
                       "ask for an Nsight Compute report on a submission's kernels")
@@ -429,9 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--timeout", type=float, default=900)
 
     board = command("leaderboard", cmd_leaderboard, "show a problem's leaderboard")
-    board.add_argument("--level", type=int, required=True)
-    board.add_argument("--number", type=int, required=True)
-    board.add_argument("--hardware", required=True)
+    name_problem(board)
+    board.add_argument("--hardware", help="a hardware slug (the site's only one by default)")
 
     command("competitions", cmd_competitions, "list competitions")
     standings = command("standings", cmd_standings, "show a competition's rules and standings")
@@ -442,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     enter.add_argument("--problem", required=True, help="the problem's slug, e.g. level1/19_ReLU")
     enter.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
     enter.add_argument("--precision", help="fp32, fp16 or bf16")
-    enter.add_argument("--wait", action="store_true", help="follow it live to the verdict")
+    enter.add_argument("--wait", action="store_true", help=wait_help)
     enter.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
     return parser
 

@@ -149,11 +149,19 @@ class HardwareSerializer(serializers.Serializer):
 
 
 class SubmissionInputSerializer(serializers.Serializer):
-    level = serializers.IntegerField(min_value=0)
-    number = serializers.IntegerField(min_value=0)
+    # The problem: by its slug, or by level and number (as before the slug was taken).
+    problem = serializers.CharField(
+        required=False, allow_blank=True, max_length=200,
+        help_text="The problem's slug, e.g. level1/19_ReLU (or give `level` and `number`).",
+    )
+    level = serializers.IntegerField(min_value=0, required=False)
+    number = serializers.IntegerField(min_value=0, required=False)
     # Free text, not choices: the service answers an unknown value with the allowed ones.
     backend = serializers.CharField(max_length=32, help_text="cuda, triton, torch or cpp.")
-    hardware = serializers.CharField(max_length=64, help_text="A hardware slug, e.g. h200.")
+    hardware = serializers.CharField(
+        max_length=64, required=False, allow_blank=True,
+        help_text="A hardware slug, e.g. h200; left out, the site's only hardware.",
+    )
     source = serializers.CharField(
         trim_whitespace=False,
         allow_blank=True,
@@ -192,6 +200,9 @@ class SubmissionFilterSerializer(serializers.Serializer):
     hardware = serializers.CharField(required=False, allow_blank=True)
     level = serializers.IntegerField(required=False)
     number = serializers.IntegerField(required=False)
+    problem = serializers.CharField(
+        required=False, allow_blank=True, help_text="Text in the problem's slug."
+    )
 
 
 # ---- submissions: output ------------------------------------------------------------------------
@@ -446,6 +457,14 @@ class SubmissionListItemSerializer(serializers.Serializer):
     verdict = serializers.SerializerMethodField()
     precision = serializers.CharField()
     status = serializers.ChoiceField(choices=Submission.Status.choices)
+    reverification = serializers.ChoiceField(
+        choices=Submission.ReverificationState.choices, allow_blank=True,
+        help_text="pending (a would-be record evaluated again before it ranks), passed, failed; "
+        "empty when none was needed.",
+    )
+    settled = serializers.BooleanField(
+        source="is_settled", help_text="Finished, and its ranking no longer pending."
+    )
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     url = serializers.SerializerMethodField()

@@ -320,10 +320,36 @@ def submission_create(
     return submission
 
 
-def problem_for_submission(*, level: int, number: int) -> Problem:
+def problem_for_submission(
+    *, slug: str = "", level: int | None = None, number: int | None = None
+) -> Problem:
+    """The problem a request names: by its slug (`level1/19_ReLU`), or by level and number
+    (both given, they must name the same problem)."""
+    open_problems = Problem.objects.exclude(status=Problem.Status.RETIRED)
+    if slug:
+        problem = Problem.objects.filter(slug=slug).first()
+        if problem is None:
+            raise SubmissionError(
+                f"There is no problem {slug!r}.", code="unknown_problem",
+                allowed=list(open_problems.values_list("slug", flat=True)),
+            )
+        if (level, number) != (None, None) and (level, number) != (
+            problem.level, problem.number
+        ):
+            raise SubmissionError(
+                f"{slug} is problem {problem.number} of level {problem.level}, not the level "
+                f"{level} and number {number} given with it; give either.",
+                code="problem_mismatch",
+            )
+        return problem
+    if level is None or number is None:
+        raise SubmissionError(
+            "Name the problem: its slug (`problem`, e.g. level1/19_ReLU), or `level` and "
+            "`number`.",
+            code="problem_required",
+        )
     problem = Problem.objects.filter(level=level, number=number).first()
     if problem is None:
-        open_problems = Problem.objects.exclude(status=Problem.Status.RETIRED)
         raise SubmissionError(
             f"There is no problem {number} in level {level}.",
             code="unknown_problem",
@@ -332,7 +358,18 @@ def problem_for_submission(*, level: int, number: int) -> Problem:
     return problem
 
 
-def hardware_for_submission(*, slug: str) -> Hardware:
+def hardware_for_submission(*, slug: str = "") -> Hardware:
+    """The hardware a request names by its slug; left out, the only one there is."""
+    if not slug:
+        registered = list(Hardware.objects.order_by("slug")[:2])
+        if len(registered) == 1:
+            return registered[0]
+        raise SubmissionError(
+            "Name the hardware (`hardware`): this site has more than one." if registered
+            else "This site has no hardware registered yet.",
+            code="hardware_required",
+            allowed=list(Hardware.objects.values_list("slug", flat=True)),
+        )
     hardware = Hardware.objects.filter(slug=slug).first()
     if hardware is None:
         raise SubmissionError(
@@ -385,20 +422,22 @@ def _model_and_run_for(
 def submission_resolve(
     *,
     user,
-    level: int,
-    number: int,
     backend: str,
-    hardware: str,
     source: str,
+    problem: str = "",
+    level: int | None = None,
+    number: int | None = None,
+    hardware: str = "",
     precision: str = "",
     model: str = "",
     run: int | None = None,
     filename: str = "",
 ) -> dict:
-    """Turn a request's names (level/number, hardware slug, model name) into submission_create's
-    arguments, checking everything, so a batch can be validated whole before anything is stored.
+    """Turn a request's names (the problem's slug or level/number, the hardware's slug, the only
+    one when left out, a model's name) into submission_create's arguments, checking everything,
+    so a batch can be validated whole before anything is stored.
     """
-    problem = problem_for_submission(level=level, number=number)
+    problem = problem_for_submission(slug=problem, level=level, number=number)
     hardware_row = hardware_for_submission(slug=hardware)
     model_row, run_row = _model_and_run_for(user=user, model_name=model, run_id=run)
     kwargs = {

@@ -189,7 +189,8 @@ def test_it_rejects_missing_fields_and_says_which(api, ready):
     assert response.status_code == 400
     body = response.json()
     assert body["code"] == "invalid"
-    assert set(body["errors"]) == {"backend", "hardware", "source"}
+    # The hardware may be left out where the site has only one (tests/test_cli.py).
+    assert set(body["errors"]) == {"backend", "source"}
     assert nothing_stored()
 
 

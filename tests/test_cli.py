@@ -9,14 +9,17 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import requests
 from django.utils import timezone
 
 from competitions.models import Competition, Entry
+from evaluation.services import hardware_register
 from kbcli import config
 from submissions.models import ApiToken, Submission
-from tests.api_support import token_for
+from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import KERNELS, REPO
 from tests.leaderboard_factory import make_result
+from tests.test_reverification_statistics import first_result, second_result
 
 
 def kb(
@@ -91,7 +94,7 @@ def test_kb_submit_wait_follows_a_real_runner_to_the_verdict(
     # Live progress on stderr, from queued to the verdict; a summary on stdout.
     progress = result.stderr.splitlines()
     assert any("queued" in line or "running" in line for line in progress), result.stderr
-    assert f"submission {submission.pk}: finished: correct" in progress
+    assert f"submission {submission.pk}: finished: correct; ranked, #1" in progress
     assert f"Submission {submission.pk}: correct" in result.stdout
     assert "speedup" in result.stdout and "candidate" in result.stdout
     assert "ranking    ranked, #1: Rank 1 on level1/901_Small_ReLU on cpu" in result.stdout
@@ -186,3 +189,140 @@ def test_kb_lists_competitions_enters_one_and_shows_its_standings(
     standings = kb("standings", "relu-cup", home=tmp_path)
     assert standings.returncode == 0, standings.stderr
     assert "ReLU cup on cpu (running)" in standings.stdout and "ada" in standings.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_names_a_problem_by_its_slug_takes_the_only_hardware_and_lists_your_submissions(
+    tmp_path, live_site, user, relu_problem, cpu_hardware
+):
+    assert kb("login", "--url", live_site, "--token", token_for(user),
+              home=tmp_path).returncode == 0
+    kernel = str(KERNELS / "relu_correct.py")
+    by_slug = kb("submit", kernel, "--problem", relu_problem.slug, "--backend", "torch",
+                 home=tmp_path)
+    assert by_slug.returncode == 0, by_slug.stderr
+    by_numbers = kb("submit", kernel, "--level", "1", "--number", "901", "--backend", "torch",
+                    home=tmp_path)
+    assert by_numbers.returncode == 0, by_numbers.stderr
+    first, second = Submission.objects.order_by("pk")
+    assert (by_slug.stdout.strip(), by_numbers.stdout.strip()) == (str(first.pk), str(second.pk))
+    assert {(s.problem_id, s.hardware.slug) for s in (first, second)} == {
+        (relu_problem.pk, "cpu")}
+    unnamed = kb("submit", kernel, "--backend", "torch", home=tmp_path)
+    assert unnamed.returncode == 2 and "--problem level1/19_ReLU" in unnamed.stderr
+
+    listed = kb("list", home=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split()[:3] == ["id", "problem", "backend"]
+    assert [line.split()[:2] for line in lines[1:]] == [
+        [str(second.pk), relu_problem.slug], [str(first.pk), relu_problem.slug]]
+
+    board = kb("leaderboard", "--problem", relu_problem.slug, home=tmp_path)
+    assert board.returncode == 0, board.stderr
+    assert board.stdout.startswith(f"{relu_problem.slug} on cpu")
+    shown = kb("problem", relu_problem.slug, home=tmp_path)
+    assert shown.returncode == 0 and shown.stdout.startswith(f"# {relu_problem.slug} (")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_status_wait_and_the_event_stream_follow_a_record_until_its_reverification_lands(
+    tmp_path, live_site, user, relu_problem, cpu_hardware
+):
+    submission, reverification = first_result(
+        user, relu_problem, cpu_hardware, ms=1.0, reference_ms=2.0, mad_ms=0.01)
+    Submission.objects.filter(pk=submission.pk).update(verdict="correct")  # as a runner sets it
+    token = token_for(user)
+    assert kb("login", "--url", live_site, "--token", token, home=tmp_path).returncode == 0
+    pending = kb("status", str(submission.pk), home=tmp_path)
+    assert "ranking    pending, pending re-verification" in pending.stdout
+    assert "not settled yet" in pending.stdout
+
+    events = requests.get(f"{live_site}/api/v1/submissions/{submission.pk}/events/",
+                          headers={"Authorization": f"Bearer {token}"}, stream=True, timeout=30)
+    lines = events.iter_lines(decode_unicode=True)
+    assert next(lines) == "event: snapshot"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update({"XDG_CONFIG_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"})
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "kbcli", "status", str(submission.pk), "--wait",
+         "--timeout", "60"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # It is connected and waits: the submission is finished, its ranking pending.
+        assert "ranking pending" in waiting.stderr.readline()
+        second_result(reverification, ms=1.0, reference_ms=2.0, mad_ms=0.01)
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 0, err
+    assert "finished: correct; ranked, #1" in err
+    assert "ranking    ranked, #1: Rank 1 on level1/901_Small_ReLU on cpu" in out
+
+    # The API's event stream went on past "finished" and ends with the settled ranking.
+    data = [json.loads(line[len("data: "):]) for line in lines if line.startswith("data: ")]
+    assert data[-1]["ranking"]["state"] == "ranked"
+
+
+# ---- what kb relies on in the API, in-process ----------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_api_takes_a_problem_slug_and_the_only_hardware_and_lists_by_problem(
+    user, relu_problem, cpu_hardware
+):
+    api = SchemaCheckedClient().with_token(token_for(user))
+    source = (KERNELS / "relu_correct.py").read_text()
+    created = api.post("/api/v1/submissions/", {"problem": relu_problem.slug, "backend": "torch",
+                                                "source": source}, format="json")
+    assert created.status_code == 202, created.content
+    submission = Submission.objects.get(pk=created.json()["id"])
+    assert (submission.problem_id, submission.hardware_id) == (relu_problem.pk, cpu_hardware.pk)
+
+    mismatch = api.post("/api/v1/submissions/", {"problem": relu_problem.slug, "level": 1,
+                                                 "number": 2, "backend": "torch",
+                                                 "source": source}, format="json")
+    assert mismatch.status_code == 400 and mismatch.json()["code"] == "problem_mismatch"
+    unknown = api.post("/api/v1/submissions/", {"problem": "level1/0_Nothing", "backend": "torch",
+                                                "source": source}, format="json")
+    assert unknown.json()["code"] == "unknown_problem"
+    assert relu_problem.slug in unknown.json()["allowed"]
+    unnamed = api.post("/api/v1/submissions/", {"backend": "torch", "source": source},
+                       format="json")
+    assert unnamed.status_code == 400 and unnamed.json()["code"] == "problem_required"
+
+    hardware_register(slug="h200", name="NVIDIA H200", kind="gpu")
+    two = api.post("/api/v1/submissions/", {"problem": relu_problem.slug, "backend": "torch",
+                                            "source": source}, format="json")
+    assert two.status_code == 400 and two.json()["code"] == "hardware_required"
+    assert sorted(two.json()["allowed"]) == ["cpu", "h200"]
+
+    listed = api.get("/api/v1/submissions/", {"problem": "901_Small"}).json()["results"]
+    assert [(s["id"], s["settled"], s["reverification"]) for s in listed] == [
+        (submission.pk, False, "")]
+    assert api.get("/api/v1/submissions/", {"problem": "level2"}).json()["results"] == []
+
+
+@pytest.mark.django_db
+def test_the_entries_api_answers_absolute_urls_as_the_submissions_api_does(
+    user, relu_problem, cpu_hardware
+):
+    now = timezone.now()
+    competition = Competition.objects.create(
+        slug="relu-cup", title="ReLU cup", hardware=cpu_hardware, daily_limit=1,
+        starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=1), published=True,
+    )
+    competition.problems.set([relu_problem])
+    api = SchemaCheckedClient().with_token(token_for(user))
+    entered = api.post("/api/v1/competitions/relu-cup/entries/", {
+        "problem": relu_problem.slug, "backend": "torch",
+        "source": (KERNELS / "relu_correct.py").read_text()}, format="json")
+    assert entered.status_code == 201, entered.content
+    entry = entered.json()
+    submission = api.get(f"/api/v1/submissions/{entry['submission_id']}/").json()
+    assert entry["submission_url"] == submission["urls"]["page_url"]
+    assert entry["url"] == submission["urls"]["url"] == (
+        f"http://testserver/api/v1/submissions/{entry['submission_id']}/")
+    assert entry["events_url"] == submission["urls"]["events_url"]
+    assert entry["stream_url"].startswith("ws://testserver/")
