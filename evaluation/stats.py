@@ -2,8 +2,9 @@
 
 Plain Python over the timing summaries an evaluation stores (Evaluation.candidate_stats and
 reference_stats: median_ms, mean_ms, std_ms, min_ms, max_ms, n, and mad_ms where the harness
-recorded it). Used by re-verification (do two evaluations of the same kernel agree?) and by the
-boards (the interval beside each time; entries whose intervals overlap are shown as ties).
+recorded it). Used by re-verification (do the evaluations of the same kernel agree? `settle`,
+its one rule: two that agree settle it, a disagreement calls a third) and by the boards (the
+interval beside each time; entries whose intervals overlap are shown as ties).
 
 The samples themselves are not stored, so the interval is computed from the summary, without a
 bootstrap: the median's standard error under a normal approximation,

@@ -75,7 +75,7 @@ def test_kb_submit_explains_a_refusal_with_the_allowed_values(
 
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
-def test_kb_submit_wait_follows_a_real_runner_to_the_verdict(
+def test_kb_submit_wait_follows_a_real_runner_to_the_verdict_and_the_ranking(
     tmp_path, live_site, start_runner, user, relu_problem, cpu_hardware
 ):
     login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
@@ -85,15 +85,22 @@ def test_kb_submit_wait_follows_a_real_runner_to_the_verdict(
     listing = kb("problems", "--level", "1", home=tmp_path)
     assert listing.returncode == 0 and "level1/901_Small_ReLU" in listing.stdout
 
-    start_runner()
-    result = kb("submit", str(KERNELS / "relu_correct.py"), "--level", "1", "--number", "901",
-                "--backend", "torch", "--hardware", "cpu", "--wait", home=tmp_path, timeout=400)
+    # The first correct result on the board is a new record: re-verified before it ranks, here
+    # by the same runner (alone, with no grace), with intervals wide enough for a shared CPU.
+    start_runner(REVERIFY_NEW_RECORDS="1", REVERIFY_SOLE_RUNNER_GRACE_SECONDS="0",
+                 TIMING_INTERVAL_FLOOR="20")
+    result = kb("submit", str(KERNELS / "relu_correct.py"), "--problem", relu_problem.slug,
+                "--backend", "torch", "--wait", home=tmp_path, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
     submission = Submission.objects.get()
     assert submission.verdict == "correct"
-    # Live progress on stderr, from queued to the verdict; a summary on stdout.
+    assert submission.reverification == Submission.ReverificationState.PASSED
+    # Live progress on stderr, from queued to the verdict and on to the ranking; a summary on
+    # stdout.
     progress = result.stderr.splitlines()
     assert any("queued" in line or "running" in line for line in progress), result.stderr
+    assert (f"submission {submission.pk}: finished: correct; ranking pending: re-verification "
+            "with fresh seeds") in progress
     assert f"submission {submission.pk}: finished: correct; ranked, #1" in progress
     assert f"Submission {submission.pk}: correct" in result.stdout
     assert "speedup" in result.stdout and "candidate" in result.stdout
@@ -263,6 +270,9 @@ def test_kb_status_wait_and_the_event_stream_follow_a_record_until_its_reverific
     # The API's event stream went on past "finished" and ends with the settled ranking.
     data = [json.loads(line[len("data: "):]) for line in lines if line.startswith("data: ")]
     assert data[-1]["ranking"]["state"] == "ranked"
+    # Another attempt is for held results only (tests/test_reverification_rounds.py).
+    refused = kb("reverify", str(submission.pk), home=tmp_path)
+    assert refused.returncode == 1 and "Only a result held" in refused.stderr
 
 
 # ---- what kb relies on in the API, in-process ----------------------------------------------------
