@@ -361,8 +361,9 @@ EXPLOITS = [
     _case("Triton claimed, stalls its profiler", RELU, SUITE / "hangs_profiling_process.py",
           "triton", "correct", ("backend_not_used",), gpu_only=False, profiler_patience_s=5),
     # The timed worker makes the profiled call here, as without a profiling worker.
+    # Its inputs come with the request, so the call is made and the claim judged.
     _case("Triton claimed, profiled call prevented", RELU, SUITE / "unjudged_backend.py",
-          "triton", "harness_error", gpu_only=False, profile_process=False),
+          "triton", "correct", ("backend_not_used",), gpu_only=False, profile_process=False),
     _case("precision downgrade (TF32)", MATMUL, EXPLOITS_DIR / "tf32_matmul.py", "torch",
           "correct", ("precision_downgrade",), **LOOSE),
     # The CPU suite's kernels, on the GPU.
@@ -372,8 +373,9 @@ EXPLOITS = [
           ("output_aliases_input",), gpu_only=False),
     _case("result caching (address)", RELU, SUITE / "cache_by_pointer.py", "torch", "rejected",
           ("result_caching",), gpu_only=False),
-    _case("result caching (object)", RELU, SUITE / "cache_by_id.py", "torch", "rejected",
-          ("result_caching",), gpu_only=False),
+    # Never hits: every timed call's inputs are new tensors (the judge's draw for that call).
+    _case("result caching (object)", RELU, SUITE / "cache_by_id.py", "torch", "correct",
+          gpu_only=False),
     _case("batch-and-skip across calls", RELU, SUITE / "batch_and_skip.py", "torch",
           "rejected", ("deferred_output",), gpu_only=False),
     _case("work in a thread outliving the call", RELU, SUITE / "thread_outlives_call.py",
@@ -382,8 +384,19 @@ EXPLOITS = [
           ("lazy_output",), gpu_only=False),
     _case("branching on checked vs timed", RELU, SUITE / "branch_on_timing.py", "torch",
           "rejected", ("timed_output_incorrect",), gpu_only=False),
-    _case("patching the harness", RELU, SUITE / "patches_harness.py", "torch", "rejected",
-          ("timing_tampered", "monkeypatch"), gpu_only=False),
+    _case("patching the harness", RELU, SUITE / "patches_harness.py", "torch", "correct",
+          ("timing_unconfirmed", "monkeypatch"), gpu_only=False),
+    # What a kernel reaches inside its own process (tests/exploits/test_judge_owns_timing.py).
+    _case("precomputing the timed answers", RELU, SUITE / "precomputes_timed_answers.py",
+          "torch", "rejected", gpu_only=False),
+    _case("reading seeds and future inputs", RELU, SUITE / "reads_seeds_and_future_inputs.py",
+          "torch", "rejected", ("timed_output_incorrect",), gpu_only=False),
+    _case("scaling samples in the channel's send", RELU, SUITE / "patches_channel_send.py",
+          "torch", "correct", ("timing_unconfirmed",), gpu_only=False),
+    _case("a worker timer reporting half", RELU, SUITE / "halves_its_samples.py", "torch",
+          "correct", ("timing_unconfirmed",), gpu_only=False),
+    _case("forged backend evidence (C++)", RELU, SUITE / "forged_backend_evidence.py", "cpp",
+          "correct", ("backend_not_used",), gpu_only=False),
     _case("inf in the output", RELU, SUITE / "inf_output.py", "torch", "incorrect",
           gpu_only=False),
     # Honest kernels: correct, no flag (no speed-of-light flag on an algebraic shortcut, no

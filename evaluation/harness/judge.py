@@ -87,6 +87,9 @@ class WorkerHandle:
         self.jailed = decision.get("mode") == "bwrap"
         # Where the worker finds its build folder: the slot, as mounted inside the sandbox.
         self.build_dir: str | None = jail.BUILD if self.jailed else None
+        # And where the judge finds it on the host (evidence.py reads what was built there).
+        self.host_build_dir: str | None = (str(decision.get("slot") or "") or None
+                                           ) if self.jailed else None
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         mem_judge = os.memfd_create("kb-judge-to-worker")  # written by the judge only
@@ -384,6 +387,7 @@ class Judge:
         self.profiler: Profiler | None = None
         self.round_trip: dict[str, float] = {}
         self.ref_timer: Any = None  # timing.CallTimer, the judge's (made by _calibrate)
+        self.echo: Any = None  # judge_clock.Echo
         self.local_path: Any = None
         self.reference: Any = None  # the problem's module, loaded here
         self.checks: dict[str, Any] = self.result["checks"]
@@ -462,6 +466,8 @@ class Judge:
             if self.gate.active:
                 self.result["phases"]["gate_wait"] = self.gate.waited_s
             self.gate.close()
+            if self.echo is not None:
+                self.echo.close()
             if self.worker is not None:
                 self.worker.close()
                 self.result["logs"] = self.worker.logs()
@@ -893,13 +899,54 @@ class Judge:
         if backend == "torch":
             return
         report = exploits.backend_share(reply, backend, names, on_gpu)
+        if not report.get("not_used"):
+            report["evidence"] = self._backend_evidence(reply, kernels)
+            report["not_used"] = not report["evidence"].get("ok", True)
         self.checks["backend"] = report
         if report.get("not_used"):
             self.flag("backend_not_used", {"share": report.get("share"),
-                                           "own_calls": report.get("own_calls")})
+                                           "own_calls": report.get("own_calls"),
+                                           "evidence": (report.get("evidence") or {}
+                                                        ).get("missing")})
         elif report.get("minor"):  # a note (flags.py), not an exploit
             self.flag(exploits.BACKEND_SHARE_SMALL, {"share": report.get("share"),
                                                      "own_calls": report.get("own_calls")})
+
+    def _backend_evidence(self, reply: dict, kernels: dict) -> dict[str, Any]:
+        """What the profiled call reported, held to what the judge sees from outside the
+        candidate's process (evidence.py): the timed worker's, which is still running and
+        loaded the same build as the profiling worker, if one made the call."""
+        from pathlib import Path
+
+        from . import evidence
+
+        backend, on_gpu = self.job["backend"], self.device != "cpu"
+        handle = self.worker
+        build = handle.host_build_dir or self.job.get("build_dir") or str(
+            self.workdir / "worker" / "build")
+        if not build:
+            return {"ok": True, "skipped": "no build folder the judge can read"}
+        reported = [str(n) for n in reply.get("own_names") or [] if isinstance(n, str)][:40]
+        if on_gpu:  # the device kernels the profiler matched to the source's names
+            own = (self.result.get("profile") or {}).get("candidate", {}).get("kernels") or []
+            reported += [str(k["name"]) for k in own if k.get("own")][:40]
+        try:
+            if backend in COMPILED_BACKENDS:
+                if on_gpu:  # a CUDA kernel's name is in its extension (symbols, fatbin)
+                    reported = [n for n in (kernels.get("cuda") or [])
+                                if any(n in r for r in reported)] or reported
+                return evidence.extension_evidence(
+                    reported, worker_pid=handle.proc.pid, build_root=Path(build),
+                    sandbox_root=handle.build_dir)
+            if backend == "triton":
+                names = [n for n in (kernels.get("triton") or [])
+                         if any(n == r or n in r for r in reported)]
+                return evidence.triton_evidence(
+                    names or reported, source_kernels=list(kernels.get("triton") or []),
+                    build_root=Path(build), on_gpu=on_gpu)
+        except Exception as exc:  # the evidence could not be read: say so, decide nothing
+            return {"ok": True, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        return {"ok": True}
 
     def _final_state(self) -> None:
         from . import exploits
@@ -937,15 +984,21 @@ class Judge:
         """What the path through the worker costs the judge's clock beyond the same call made
         here, measured before the candidate's code is loaded (judge_clock.round_trip), on a set
         of the problem's inputs drawn for it alone."""
-        from .judge_clock import LocalPath, calibration_call, round_trip
+        from .judge_clock import Echo, LocalPath, calibration_call, round_trip
         from .loading import make_inputs
         from .timing import CallTimer
 
         self.ref_timer = CallTimer(self.device,
                                    flush_l2=bool(self.job["timing"].get("flush_l2", True)))
         self.local_path = LocalPath(self.ref_timer)
-        inputs = make_inputs(reference, derive_check_seed(seeds["checks"], 3), self.device,
-                             self.job["precision"])
+        from .probe import summarize_output
+
+        sample_seed = derive_check_seed(seeds["checks"], 4)
+
+        def draw(i: int) -> list:  # sets for the calibration alone, never timed
+            return make_inputs(reference, derive_check_seed(seeds["checks"], 100 + i),
+                               self.device, self.job["precision"])
+
         header = self._timed_call_header()
 
         def worker_call(values: list, flushes: int) -> tuple[dict, Any]:
@@ -959,7 +1012,10 @@ class Judge:
         def local_call(values: list, flushes: int) -> tuple[dict, Any]:
             return self.local_path.call(calibration_call, values, flushes)
 
-        self.round_trip = round_trip(worker_call, local_call, inputs, sync=self.ref_timer.sync)
+        self.echo = Echo()
+        self.round_trip = round_trip(
+            worker_call, local_call, draw, summarize=lambda out: summarize_output(
+                out, sample_seed), sync=self.ref_timer.sync, echo=self.echo)
         self.checks["round_trip"] = self.round_trip
 
     def _time_candidate_and_reference(self, reference: Any, ref_model: Any,
@@ -1009,7 +1065,7 @@ class Judge:
         def loop(offset: int) -> TimingLoop:
             return TimingLoop(lambda j, k: draw(j + offset, k), n_sets, summarize,
                               sync=ref_timer.sync, one_flush_ms=one_flush, on_gpu=on_gpu,
-                              **cfg)
+                              echo=self.echo, **cfg)
 
         attempts: list[dict] = []
         records: list[dict] = []
@@ -1095,6 +1151,7 @@ class Judge:
                 records, outputs, late, expected_for, claimed_calls=len(records),
                 made_calls=made if isinstance(made, int) and not isinstance(made, bool) else -1,
                 atol=self.job["atol"], rtol=self.job["rtol"])
+            details["refresh"] = str(self.checks.get("refresh") or "none")
             if {f for f in flags if f in exploits.REJECTING} == {"timed_output_incorrect"} and (
                     details.get("wrong_calls")):
                 self._recheck_untimed(ref_model, draw, flags, details)

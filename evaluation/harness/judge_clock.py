@@ -72,6 +72,7 @@ class Side:
     launch: list[float] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)  # per call: set, use, output facts
     outputs: list[Any] = field(default_factory=list)  # per call: the sampled values
+    echo: list[float] = field(default_factory=list)  # the host's round trip beside each call
     flushes: int = 0
     stopped: str = "max_reps"
 
@@ -100,12 +101,13 @@ class TimingLoop:
     def __init__(self, draw: Draw, n_sets: int, summarize: Summarize, *, sync: Callable[[], None],
                  one_flush_ms: float, on_gpu: bool, warmup: int = 3, min_reps: int = 20,
                  max_reps: int = 500, target_rel_err: float = 0.0015, max_seconds: float = 10.0,
-                 warmup_ms: float = 0.0, **_ignored: Any):
+                 warmup_ms: float = 0.0, echo: Any = None, **_ignored: Any):
         self.draw, self.n_sets, self.summarize, self.sync = draw, max(1, n_sets), summarize, sync
         self.one_flush_ms, self.on_gpu = one_flush_ms, on_gpu
         self.warmup, self.min_reps, self.max_reps = int(warmup), int(min_reps), int(max_reps)
         self.target_rel_err, self.max_seconds = target_rel_err, max_seconds
         self.warmup_ms = warmup_ms
+        self.echo = echo  # Echo: the host's round trip, sampled after each timed call
         self.uses = [0] * self.n_sets
         self.count = 0
 
@@ -157,6 +159,8 @@ class TimingLoop:
             side.prefix.append(_number(facts.get("prefix_ms")) or 0.0)
             side.wall.append(_number(facts.get("wall_ms")) or judge_ms)
             side.judge.append(judge_ms)
+            if self.echo is not None:
+                side.echo.append(self.echo.ping())
             if is_stable(side.samples, self.min_reps, self.target_rel_err):
                 side.stopped = "stable"
                 break
@@ -172,6 +176,41 @@ def excess(side: Side, one_flush_ms: float) -> list[float]:
     it was asked to make (whose device time the judge measured itself)."""
     return [j - s - side.flushes * one_flush_ms
             for j, s in zip(side.judge, side.samples, strict=False)]
+
+
+_ECHO = "import os\nwhile os.read(0, 1):\n    os.write(1, b'.')\n"
+
+
+class Echo:
+    """A process of the judge's own (no candidate code, no torch) that answers a byte with a
+    byte: its round trip is what waking another process costs on this host right now. Sampled
+    at the calibration and beside every timed call, it tells how much of a change in the
+    worker's round trip is the host's load (a separate process's observation, which nothing in
+    the candidate's process can lengthen or shorten)."""
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-S", "-c", _ECHO],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.ping()  # started and answering
+
+    def ping(self) -> float:
+        import os
+
+        t0 = time.perf_counter()
+        os.write(self.proc.stdin.fileno(), b".")
+        if not os.read(self.proc.stdout.fileno(), 1):
+            raise OSError("the judge's echo process ended")
+        return (time.perf_counter() - t0) * 1e3
+
+    def close(self) -> None:
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        except Exception:
+            pass
 
 
 class LocalPath:
@@ -205,30 +244,40 @@ def calibration_call(*inputs: Any) -> Any:
     return None
 
 
-def round_trip(worker_call: Call, local_call: Call, inputs: list, *, sync: Callable[[], None],
+def round_trip(worker_call: Call, local_call: Call, draw: Callable[[int], list], *,
+               summarize: Summarize, sync: Callable[[], None], echo: Echo | None = None,
                count: int = PINGS, max_seconds: float = 2.0) -> dict[str, float]:
     """What a call through the worker costs the judge's clock beyond the same call made here
     (the channel: frames, the worker's side of the copies, its probes), in ms: the same
     harmless call (calibration_call) made both ways, alternately, before the candidate's code
-    is loaded into the worker, so nothing of the candidate's can lengthen it."""
+    is loaded into the worker, so nothing of the candidate's can lengthen it. Between calls the
+    judge does what it does between timed calls (a fresh draw, the output's summary), so that
+    the worker waits as long and wakes as it will then."""
     remote: list[float] = []
     local: list[float] = []
+    echoes: list[float] = []
     start = time.perf_counter()
     for i in range(count):
+        inputs = draw(i)
         for call, into in ((worker_call, remote), (local_call, local)):
             sync()
             t0 = time.perf_counter()
             facts, out = call(inputs, 0)
             elapsed = (time.perf_counter() - t0) * 1e3
+            summarize(out)
             del out
             sample = _number(facts.get("sample_ms"))
             into.append(elapsed - (sample if sample is not None else 0.0))
+        del inputs
+        if echo is not None:
+            echoes.append(echo.ping())
         if i >= 4 and time.perf_counter() - start > max_seconds:
             break
     return {"median_ms": statistics.median(remote) - statistics.median(local),
             "se_ms": math.hypot(se_median(remote), se_median(local)),
             "worker_ms": statistics.median(remote), "local_ms": statistics.median(local),
-            "n": len(remote)}
+            "echo_ms": statistics.median(echoes) if echoes else None,
+            "echo_se_ms": se_median(echoes) if echoes else 0.0, "n": len(remote)}
 
 
 def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float) -> dict[str, Any]:
@@ -244,9 +293,15 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float) -> 
     cand_excess, ref_excess = excess(cand, one_flush_ms), excess(ref, one_flush_ms)
     seen = statistics.median(cand_excess) if cand_excess else 0.0
     ref_seen = statistics.median(ref_excess) if ref_excess else 0.0
-    expected = ref_seen + float(rtt.get("median_ms") or 0.0)
+    # The host's load moved between the calibration and the timing by what the echo's round
+    # trip moved (two wakeups, as in a call through the worker).
+    drift, drift_se = 0.0, 0.0
+    if rtt.get("echo_ms") is not None and cand.echo:
+        drift = statistics.median(cand.echo) - float(rtt["echo_ms"])
+        drift_se = math.hypot(se_median(cand.echo), float(rtt.get("echo_se_ms") or 0.0))
+    expected = ref_seen + float(rtt.get("median_ms") or 0.0) + drift
     se = math.sqrt(se_median(cand_excess) ** 2 + se_median(ref_excess) ** 2
-                   + float(rtt.get("se_ms") or 0.0) ** 2)
+                   + float(rtt.get("se_ms") or 0.0) ** 2 + drift_se ** 2)
     path = max(0.0, float(rtt.get("median_ms") or 0.0))
     tolerance = (ABS_TOLERANCE_MS + STANDARD_ERRORS * se + REL_TOLERANCE * cand_median
                  + PATH_TOLERANCE * path)
@@ -263,6 +318,7 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float) -> 
         "tolerance_ms": tolerance,
         "reference_unexplained_ms": ref_seen,
         "round_trip_ms": rtt.get("median_ms"),
+        "load_drift_ms": drift,
         "flush_ms": one_flush_ms,
         "flushes": cand.flushes,
         # The judge vouches for no less than its interval minus the path's cost.

@@ -190,7 +190,7 @@ class Snapshot:
             "evaluation.harness.errors": errors, "evaluation.harness.process": process,
             "evaluation.harness.probe": sys.modules[__name__],
             "Worker": worker.Worker, "Channel": protocol.Channel, "ProbeWorker": ProbeWorker,
-            "Snapshot": Snapshot,
+            "Snapshot": Snapshot, "evaluation.harness.timing.CallTimer": timing.CallTimer,
         }
         self.saved: dict[str, tuple[Any, dict[str, Any]]] = {}
         for label, obj in spaces.items():

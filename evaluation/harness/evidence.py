@@ -1,0 +1,138 @@
+"""Backend evidence from outside the candidate's process (the judge runs this).
+
+The profiled call says which of the candidate's own functions and kernels ran, but it is made in
+the candidate's process, whose profiler, methods and replies the candidate can rewrite. What the
+judge holds such a report to is what the candidate cannot rewrite from inside:
+
+- a compiled extension (`cuda`, `cpp`): the shared objects the worker's process has mapped (read
+  by the judge from /proc, outside the sandbox), under the evaluation's build slot, and the
+  reported functions named in those files (their symbols and pybind11 names are strings there);
+- Triton (`triton`): the reported kernels are `@triton.jit` functions of the submitted source
+  (the judge's own reading of it, static_report.py), and on a GPU each has a compiled artifact
+  in the slot's Triton cache.
+
+A report that names kernels none of this shows is not evidence: the claimed backend is then
+taken as not used. What this cannot show: that an extension which was built and loaded really
+ran in the timed call (docs/security.md, "Attacks from inside the worker").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+MAX_SO_BYTES = 1 << 30  # a candidate's extension larger than this is not read
+
+
+def process_tree(root_pid: int) -> list[int]:
+    """The pids below `root_pid` (the sandbox's processes, as the host numbers them)."""
+    seen: list[int] = []
+    todo = [root_pid]
+    while todo and len(seen) < 256:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    children = [int(p) for p in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                if child not in seen:
+                    seen.append(child)
+                    todo.append(child)
+    return seen
+
+
+def mapped_objects(pids: list[int]) -> tuple[set[str], list[str]]:
+    """The shared objects the processes have mapped (paths as they see them), and the pids whose
+    maps could not be read."""
+    paths: set[str] = set()
+    unreadable: list[str] = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    parts = line.split(None, 5)
+                    if len(parts) == 6 and ".so" in parts[5]:
+                        paths.add(parts[5].strip())
+        except OSError as exc:
+            unreadable.append(f"{pid}: {type(exc).__name__}")
+    return paths, unreadable
+
+
+def _host_path(path: str, sandbox_root: str | None, host_root: Path) -> Path | None:
+    """Where a path the worker sees lies on the host, if it is in the build slot."""
+    roots = [str(host_root)] + ([sandbox_root] if sandbox_root else [])
+    for root in roots:
+        root = root.rstrip("/") + "/"
+        if path.startswith(root):
+            return host_root / path[len(root):]
+    return None
+
+
+def _names_in(path: Path, names: list[str]) -> list[str]:
+    try:
+        if path.stat().st_size > MAX_SO_BYTES:
+            return []
+        data = path.read_bytes()
+    except OSError:
+        return []
+    return [n for n in names if n and n.encode() in data]
+
+
+def extension_evidence(reported: list[str], *, worker_pid: int | None, build_root: Path,
+                       sandbox_root: str | None) -> dict[str, Any]:
+    """Whether an extension built in the slot is mapped in the worker and names what the
+    profiled call reported."""
+    report: dict[str, Any] = {"kind": "extension", "reported": reported[:20]}
+    ext = build_root / "ext"
+    built = sorted(str(p.relative_to(build_root)) for p in ext.rglob("*.so")
+                   ) if ext.is_dir() else []
+    report["built"] = built[:20]
+    if worker_pid is not None:
+        pids = process_tree(worker_pid)
+        mapped, unreadable = mapped_objects(pids)
+        in_slot = sorted({str(h) for p in mapped
+                          if (h := _host_path(p, sandbox_root, build_root)) is not None})
+        report["mapped"] = [str(Path(p).relative_to(build_root)) for p in in_slot][:20]
+        if not pids or (unreadable and not mapped):
+            # Gone, or not ours to read (not root beside another uid): the files alone.
+            report["maps"] = "unreadable"
+            candidates = [build_root / b for b in built]
+        else:
+            candidates = [Path(p) for p in in_slot]
+    else:
+        candidates = [build_root / b for b in built]
+    named = sorted({n for p in candidates for n in _names_in(p, reported)})
+    report["named"] = named
+    if not candidates:
+        report["missing"] = "no extension built from the source is loaded in its process"
+    elif reported and not named:
+        report["missing"] = "the reported functions are in no extension loaded from the slot"
+    report["ok"] = "missing" not in report
+    return report
+
+
+def triton_evidence(reported: list[str], *, source_kernels: list[str], build_root: Path,
+                    on_gpu: bool) -> dict[str, Any]:
+    """Whether the reported Triton kernels are the source's, compiled in the slot on a GPU."""
+    report: dict[str, Any] = {"kind": "triton", "reported": reported[:20],
+                              "source_kernels": source_kernels[:20]}
+    ours = [n for n in reported if n in source_kernels]
+    report["named"] = ours
+    if not ours:
+        report["missing"] = "the reported kernels are not @triton.jit functions of the source"
+    elif on_gpu:
+        cache = build_root / "triton"
+        compiled = {p.stem for p in cache.rglob("*") if p.suffix in (".cubin", ".json")
+                    } if cache.is_dir() else set()
+        report["compiled"] = sorted(n for n in ours if n in compiled)
+        if not report["compiled"]:
+            report["missing"] = "no compiled artifact of the reported kernels in the slot"
+    report["ok"] = "missing" not in report
+    return report
