@@ -377,6 +377,20 @@ def submission_ranking(submission: Submission) -> dict:
             reason = f"Rank {rank} on {board}."
         return _ranking(RankingDetail.RANKED, reason, rank)
     if scoring.pending(row):
+        current = submission.reverifications.first()
+        if current is not None and current.is_third_round and not current.is_finished:
+            return _ranking(
+                RankingDetail.PENDING_REVERIFICATION,
+                "Its second evaluation's speedup did not agree with the first's, so a third "
+                "evaluation with fresh secret seeds decides: it ranks on the slower of the two "
+                "that agree, and is held only if no two agree.",
+            )
+        if current is not None and current.reason == Reverification.Reason.OWNER:
+            return _ranking(
+                RankingDetail.PENDING_REVERIFICATION,
+                "Its owner asked for another re-verification: it is evaluated again with fresh "
+                "secret seeds, and ranks once that agrees with the first evaluation.",
+            )
         return _ranking(
             RankingDetail.PENDING_REVERIFICATION,
             "It would set a new record, so it is held off the board until a second "

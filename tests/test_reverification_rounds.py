@@ -128,6 +128,7 @@ def test_a_second_evaluation_that_disagrees_queues_a_third_and_the_result_stays_
     body = api(user).get(f"/api/v1/submissions/{disputed.pk}/").json()
     assert (body["status"], body["ranking"]["state"], body["settled"]) == (
         "finished", "pending", False)
+    assert "a third evaluation with fresh secret seeds decides" in body["ranking"]["reason"]
     # The third goes to another runner than the second's while one is live.
     assert not reverification.claim(runner_name="r2", lease_seconds=60)
     assert reverification.claim(runner_name="r1", lease_seconds=60)
