@@ -64,14 +64,16 @@ class SubmissionAdmin(admin.ModelAdmin):
 
 @admin.register(Reverification)
 class ReverificationAdmin(admin.ModelAdmin):
-    """Read-only: re-verifications are queued by the action on submissions and run by runners."""
+    """Read-only: re-verifications are queued by the action on submissions (and by owners of
+    held results) and run by runners."""
 
     list_display = [
         "id", "submission", "reason", "status", "avoid_runner", "claimed_by", "created_at",
         "finished_at",
     ]
     list_filter = ["status", "reason"]
-    raw_id_fields = ["submission", "checked_evaluation", "evaluation", "requested_by"]
+    raw_id_fields = ["submission", "checked_evaluation", "disputed_evaluation", "evaluation",
+                     "requested_by"]
 
     def has_add_permission(self, request) -> bool:
         return False
