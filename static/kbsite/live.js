@@ -130,7 +130,9 @@
         .then(function (r) { return r.json(); })
         .then(function (state) {
           renderSubmission(state);
-          if (state.status !== "finished") { setTimeout(poll, 2000); }
+          // On until settled: a would-be record's ranking is pending its re-verification.
+          var pending = state.ranking && state.ranking.state === "pending";
+          if (state.status !== "finished" || pending) { setTimeout(poll, 2000); }
         })
         .catch(function () { setTimeout(poll, 5000); });
     }
