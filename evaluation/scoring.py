@@ -127,8 +127,11 @@ def on_board(row: Row) -> bool:
 
 
 def pending(row: Row) -> bool:
-    """Would rank, and waits for its re-verification."""
-    return ranks(row) and row.get("submission__reverification") == PENDING_STATE
+    """Would rank, and waits for its re-verification. A holding note does not count here: it
+    is an earlier re-verification's verdict on timing (its owner asked for another attempt),
+    which the pending one replaces."""
+    return (bool(row["correct"]) and not exploits(row) and row["candidate_median_ms"] is not None
+            and row.get("submission__reverification") == PENDING_STATE)
 
 
 def compiled(row: Row) -> bool:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from competitions.models import Competition, Entry
 from evaluation.services import hardware_register
 from kbcli import config
-from submissions.models import ApiToken, Submission
+from submissions.models import ApiToken, Reverification, Submission
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import KERNELS, REPO
 from tests.leaderboard_factory import make_result
@@ -273,6 +273,41 @@ def test_kb_status_wait_and_the_event_stream_follow_a_record_until_its_reverific
     # Another attempt is for held results only (tests/test_reverification_rounds.py).
     refused = kb("reverify", str(submission.pk), home=tmp_path)
     assert refused.returncode == 1 and "Only a result held" in refused.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kb_reverify_asks_again_for_a_held_result_and_follows_it_to_its_rank(
+    tmp_path, live_site, user, relu_problem, cpu_hardware
+):
+    # Held: 2.0x, then 1.5x, then 1.75x, no two agreeing.
+    submission, first = first_result(
+        user, relu_problem, cpu_hardware, ms=1.0, reference_ms=2.0, mad_ms=0.002)
+    Submission.objects.filter(pk=submission.pk).update(verdict="correct")
+    second_result(first, ms=1.0, reference_ms=1.5, mad_ms=0.002)
+    second_result(first, ms=1.0, reference_ms=1.75, mad_ms=0.002, runner="r3")
+    assert first.held
+    assert kb("login", "--url", live_site, "--token", token_for(user),
+              home=tmp_path).returncode == 0
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update({"XDG_CONFIG_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"})
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "kbcli", "reverify", str(submission.pk), "--wait",
+         "--timeout", "60"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert "queued" in waiting.stderr.readline()
+        assert "ranking pending" in waiting.stderr.readline()
+        again = Reverification.objects.get(reason=Reverification.Reason.OWNER)
+        assert again.requested_by == user
+        assert again.claim(runner_name="r2", lease_seconds=60)
+        second_result(again, ms=1.0, reference_ms=1.98, mad_ms=0.002)  # agrees with the first
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 0, err
+    assert "ranking    ranked, #1: Rank 1 on level1/901_Small_ReLU on cpu" in out
 
 
 # ---- what kb relies on in the API, in-process ----------------------------------------------------

@@ -208,7 +208,9 @@ def test_the_owner_asks_again_for_a_held_result_and_it_ranks_when_it_agrees(
     assert again.requested_by == user and again.enqueued_at is not None
     held.refresh_from_db()
     assert held.reverification == PENDING
-    assert api(user).get(f"/api/v1/submissions/{held.pk}/").json()["settled"] is False
+    waiting = api(user).get(f"/api/v1/submissions/{held.pk}/").json()
+    assert (waiting["ranking"]["state"], waiting["settled"]) == ("pending", False)
+    assert "Its owner asked for another re-verification" in waiting["ranking"]["reason"]
 
     harness.will_return(ms=1.01)  # agrees with the first evaluation's 2.0x
     assert reverify(held, run, runner="r2") == "passed"
