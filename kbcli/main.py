@@ -242,8 +242,11 @@ def cmd_problem(args) -> int:
             return EXIT_USAGE
         problem = client.problem_by_slug(args.problem)
         problem = client.problem(problem["level"], problem["number"])
-    else:
+    elif args.problem.isdigit():
         problem = client.problem(int(args.problem), args.number)
+    else:
+        print("kb: give a slug (level1/19_ReLU), or a level and a number", file=sys.stderr)
+        return EXIT_USAGE
     emit(args, problem, f"# {problem['slug']} ({problem['status']}, {problem['precision']})\n"
                         + problem["source"])
     return EXIT_OK
@@ -379,8 +382,8 @@ def cmd_reverify(args) -> int:
 def cmd_leaderboard(args) -> int:
     client = client_from_config()
     numbers = problem_numbers(client, args)
-    hardware = default_hardware(client, args.hardware)
-    if numbers is None or hardware is None:
+    hardware = default_hardware(client, args.hardware) if numbers is not None else None
+    if hardware is None:
         return EXIT_USAGE
     board = client.board(*numbers, hardware)
     rows = [[r["rank"], r["participant"], fmt_ms(r["candidate_ms"]), fmt_x(r["speedup"]),
