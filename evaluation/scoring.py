@@ -73,13 +73,25 @@ def notes(row: Row) -> list[str]:
     return flag_kinds.notes(row["flags"])
 
 
+def honest_and_timed(row: Row) -> bool:
+    """Correct, no exploit flag, and timed; notes of any kind allowed."""
+    return (bool(row["correct"]) and not exploits(row)
+            and row["candidate_median_ms"] is not None)
+
+
+def timing_held(row: Row) -> bool:
+    """Honest and timed, but a holding note keeps it off the boards (a timing that did not
+    reproduce, or that the judge's clock did not confirm): measurement noise, never an exploit;
+    its owner may ask for another attempt."""
+    return honest_and_timed(row) and any(
+        f in flag_kinds.HOLDING_NOTES for f in row["flags"] or []
+    )
+
+
 def ranks(row: Row) -> bool:
     """Correct, no exploit flag, no holding note, and timed: the result may rank (unless held).
     Other notes (a small own-kernel share) rank, capped by standing()."""
-    flags = row["flags"] or []
-    return (bool(row["correct"]) and not exploits(row)
-            and not any(f in flag_kinds.HOLDING_NOTES for f in flags)
-            and row["candidate_median_ms"] is not None)
+    return honest_and_timed(row) and not timing_held(row)
 
 
 def capped(row: Row) -> bool:
@@ -130,8 +142,7 @@ def pending(row: Row) -> bool:
     """Would rank, and waits for its re-verification. A holding note does not count here: it
     is an earlier re-verification's verdict on timing (its owner asked for another attempt),
     which the pending one replaces."""
-    return (bool(row["correct"]) and not exploits(row) and row["candidate_median_ms"] is not None
-            and row.get("submission__reverification") == PENDING_STATE)
+    return honest_and_timed(row) and row.get("submission__reverification") == PENDING_STATE
 
 
 def compiled(row: Row) -> bool:

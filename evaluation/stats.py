@@ -146,17 +146,20 @@ class Settlement:
     ranked_on: int | None = None  # the index of the evaluation it ranks on (the slower one)
 
 
-def settle(intervals: Sequence[Interval | None], *, higher_is_faster: bool = True) -> Settlement:
-    """The one rule of re-verification, over the speedups (or medians) of two or three
-    evaluations of the same kernel, each with its 95% interval.
+def settle(
+    intervals: Sequence[Interval | None], *, higher_is_faster: bool = True, last: bool = False
+) -> Settlement:
+    """The one rule of re-verification, over the speedups (or medians) of the evaluations of
+    one kernel whose timing counts (at most three, in the order they ran), each with its 95%
+    interval. `last`: no further evaluation comes (the third was made).
 
-    Two that agree (agree(): their intervals overlap; nothing known agrees): it ranks on the
-    slower of the two. Two that do not: a third evaluation breaks the tie (THIRD). Of three,
-    any two that agree settle it, on the slower of them (the slowest such one where more than
-    one pair agrees: the doubt goes against the record); none: APART.
+    Two that agree (agree(): their intervals overlap; nothing known agrees) settle it: it ranks
+    on the slower of the two (the slowest such one where more than one pair agrees: the doubt
+    goes against the record). Otherwise a third evaluation decides (THIRD), and once it was made
+    (`last`, or three compared), none agreeing is APART.
     """
-    if len(intervals) not in (2, 3):
-        raise ValueError(f"settle compares two or three evaluations, not {len(intervals)}")
+    if not 0 < len(intervals) <= 3:
+        raise ValueError(f"settle compares one to three evaluations, not {len(intervals)}")
 
     def speed(i: int) -> float:
         iv = intervals[i]
@@ -167,7 +170,7 @@ def settle(intervals: Sequence[Interval | None], *, higher_is_faster: bool = Tru
     pairs = [(i, j) for i in range(len(intervals)) for j in range(i + 1, len(intervals))
              if agree(intervals[i], intervals[j])]
     if not pairs:
-        return Settlement(THIRD if len(intervals) == 2 else APART)
+        return Settlement(APART if last or len(intervals) == 3 else THIRD)
     slower = {pair: min(pair, key=speed) for pair in pairs}
     pair = min(pairs, key=lambda p: (speed(slower[p]), -p[1]))
     return Settlement(AGREE, agreeing=pair, ranked_on=slower[pair])

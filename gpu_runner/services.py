@@ -304,7 +304,7 @@ def reverify_submission(*, reverification_id: int, runner_name: str) -> str:
     if evaluation is None:
         return "already stored"
     if reverification.status == Reverification.Status.QUEUED:
-        return "disagreed: a third evaluation is queued"
+        return "undecided: a third evaluation is queued"
     return reverification.status
 
 
@@ -331,24 +331,35 @@ def _store_reverification(
     and Reverification.finish holds it."""
     submission = reverification.submission
     fields = _evaluation_fields(submission, result, runner_name=runner_name)
-    earlier = [e for e in (reverification.checked_evaluation,
-                           reverification.disputed_evaluation) if e is not None]
     comparison = None
-    # Compared when this evaluation would rank by itself (notes such as a small own-kernel share
-    # do not stop it; exploits do: evaluation/scoring.py).
-    if scoring.ranks(fields) and reverification.checked_evaluation is not None:
-        timings = [Reverification.timing_of(e) for e in earlier]
-        comparison = Reverification.compare_timing([*timings, fields])
+    # Judged when this evaluation is correct, unflagged and timed (notes such as a small
+    # own-kernel share do not stop it; exploits do: evaluation/scoring.py). Only timings the
+    # judge vouched for count: one a holding note set aside (timing_unconfirmed) is compared
+    # with nothing, and a second one so set aside calls a third like a disagreement.
+    if scoring.honest_and_timed(fields) and reverification.checked_evaluation is not None:
+        role = "third" if reverification.is_third_round else "second"
+        earlier = [("first", reverification.checked_evaluation),
+                   ("second", reverification.disputed_evaluation)]
+        timings = [(name, Reverification.timing_of(e)) for name, e in earlier
+                   if e is not None and Reverification.vouched(e.flags)]
+        set_aside = [name for name, e in earlier
+                     if e is not None and not Reverification.vouched(e.flags)]
+        if Reverification.vouched(fields["flags"]):
+            timings.append((role, fields))
+        else:
+            set_aside.append(role)
+        comparison = Reverification.compare_timing(
+            timings, last=reverification.is_third_round, set_aside=tuple(set_aside)
+        )
     if comparison is not None:
-        role = comparison["roles"][-1]
         ranked_on = comparison["ranked_on"]
         if ranked_on is not None and ranked_on != role:
             comparison[f"{role}_timing"] = {
                 name: fields[name] for name in Reverification.TIMING_FIELDS
             }
-            fields.update(timings[comparison["roles"].index(ranked_on)])
+            fields.update(dict(timings)[ranked_on])
         fields["static_report"]["checks"]["reverification"] = comparison
-        if comparison["note"]:
+        if comparison["note"] and Reverification.TIMING_NOTE not in fields["flags"]:
             fields["flags"].append(Reverification.TIMING_NOTE)
     third_needed = comparison is not None and comparison["outcome"] == "third"
     try:

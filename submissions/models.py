@@ -284,6 +284,15 @@ class Evaluation(models.Model):
         )
 
     @property
+    def timing_held(self) -> bool:
+        """Honest and timed, but held off the boards by a holding note (a timing that did not
+        reproduce, or that the judge's clock did not confirm): scoring.timing_held."""
+        return scoring.timing_held(
+            {"correct": self.correct, "flags": self.flags,
+             "candidate_median_ms": self.candidate_median_ms}
+        )
+
+    @property
     def exploit_flags(self) -> list[str]:
         """The flags that are exploits (evaluation/harness/flags.py); the rest are notes."""
         return flag_kinds.exploits(self.flags)
@@ -442,19 +451,31 @@ class Reverification(models.Model):
         return {name: getattr(evaluation, name) for name in cls.TIMING_FIELDS}
 
     @classmethod
-    def compare_timing(cls, timings: list[dict]) -> dict | None:
-        """The evaluations' timings in the order they ran (the first, the second, and a third
-        where the first two disagreed; each a mapping of TIMING_FIELDS) judged by the one rule
-        (stats.settle): what was compared, each one's 95% interval, the `outcome` (agree,
-        third, apart), which two agree and which one the record ranks on (the slower of them).
+    def vouched(cls, flags) -> bool:
+        """Whether an evaluation's timing counts in a comparison: not set aside by a holding
+        note (flags.HOLDING_NOTES: the judge's clock did not confirm it, or it already failed
+        to reproduce)."""
+        return not any(f in flag_kinds.HOLDING_NOTES for f in flags or [])
+
+    @classmethod
+    def compare_timing(
+        cls, timings: list[tuple[str, dict]], *, last: bool = False, set_aside: tuple = ()
+    ) -> dict | None:
+        """The evaluations whose timing counts, in the order they ran, as (role, mapping of
+        TIMING_FIELDS) with role first, second or third, judged by the one rule (stats.settle):
+        what was compared, each one's 95% interval, the `outcome` (agree; third: a third
+        evaluation decides; apart), which two agree and which one the record ranks on (the
+        slower of them). `last`: the third evaluation is among them, nothing more comes;
+        `set_aside`: the roles whose timing a holding note kept out.
 
         Compared by the speedup over the reference timed beside the kernel in the same
         evaluation (a busy host slows both sides alike); only where an evaluation has none (no
         reference timed) by the kernel's median. None when there is nothing to compare (the
         verdict decides alone)."""
-        what = "speedup" if all(t.get("speedup") for t in timings) else "median"
+        values = [timing for _, timing in timings]
+        what = "speedup" if all(t.get("speedup") for t in values) else "median"
         key = "speedup" if what == "speedup" else "candidate_median_ms"
-        if not all(t.get(key) for t in timings):
+        if not all(t.get(key) for t in values):
             return None
         floor = settings.TIMING_INTERVAL_FLOOR
 
@@ -465,13 +486,17 @@ class Reverification(models.Model):
             return stats.median_interval(timing.get("candidate_stats"),
                                          median_ms=timing["candidate_median_ms"], floor=floor)
 
-        intervals = [interval(t) for t in timings]
-        settled = stats.settle(intervals, higher_is_faster=what == "speedup")
-        roles = cls.ROLES[:len(timings)]
-        comparison = {"compared": what, "confidence": 0.95, "floor": floor, "roles": list(roles)}
-        for role, timing, iv in zip(roles, timings, intervals, strict=True):
-            comparison[role] = iv.as_dict() if iv is not None else None
-            comparison[f"{role}_median_ms"] = timing.get("candidate_median_ms")
+        roles = [role for role, _ in timings]
+        comparison = {"compared": what, "confidence": 0.95, "floor": floor, "roles": roles,
+                      "set_aside": list(set_aside)}
+        if timings:
+            intervals = [interval(t) for t in values]
+            settled = stats.settle(intervals, higher_is_faster=what == "speedup", last=last)
+            for role, timing, iv in zip(roles, values, intervals, strict=True):
+                comparison[role] = iv.as_dict() if iv is not None else None
+                comparison[f"{role}_median_ms"] = timing.get("candidate_median_ms")
+        else:
+            settled = stats.Settlement(stats.APART if last else stats.THIRD)
         comparison.update(
             outcome=settled.outcome,
             agrees=settled.outcome == stats.AGREE,
@@ -488,7 +513,14 @@ class Reverification(models.Model):
             return {}
         checks = (evaluation.static_report or {}).get("checks") or {}
         found = checks.get("reverification")
-        return found if isinstance(found, dict) else {}
+        if not isinstance(found, dict):
+            return {}
+        # Each compared evaluation's interval in order, for pages: {"role", "value", "low",
+        # "high"} (comparisons stored before `roles` compared the first and the second).
+        roles = found.get("roles") or ("first", "second")
+        intervals = [{"role": role, **found[role]} for role in roles
+                     if isinstance(found.get(role), dict)]
+        return {**found, "intervals": intervals}
 
     @property
     def held(self) -> bool:
@@ -499,8 +531,9 @@ class Reverification(models.Model):
 
     @classmethod
     def _timing_not_reproduced(cls, evaluation) -> bool:
-        """Correct, and its only flag is the timing note."""
-        return bool(evaluation.correct) and list(evaluation.flags or []) == [cls.TIMING_NOTE]
+        """Correct, unflagged but for holding notes, and held by one: its timing did not
+        reproduce, or the judge's clock did not confirm it (scoring.timing_held)."""
+        return evaluation.timing_held
 
     @property
     def is_third_round(self) -> bool:
@@ -585,9 +618,13 @@ class Reverification(models.Model):
         role = "third" if self.is_third_round else "second"
         if self._timing_not_reproduced(evaluation):
             comparison = self.timing_comparison(evaluation)
-            if comparison.get("first") and comparison.get("second"):
+            if len([r for r in comparison.get("roles") or () if comparison.get(r)]) >= 2:
                 return self.Status.FAILED, self.timing_message(comparison)
-            return self.Status.FAILED, "Timing not reproduced."
+            return self.Status.FAILED, (
+                "Timing not reproduced: no two evaluations with a timing the judge's clock "
+                "confirmed agree. It is held off the board as measurement noise, not as an "
+                "exploit; every evaluation is shown, and its owner can ask for another attempt."
+            )
         if evaluation.ranks:
             return self.Status.PASSED, ""
         if evaluation.flags:

@@ -660,8 +660,9 @@ def reverification_request(
 
 def reverification_request_by_owner(*, user, submission: Submission) -> Reverification:
     """Another attempt at re-verification, asked for by the submission's owner (or staff): only
-    for a result held because its timing did not reproduce (its latest re-verification is
-    `held`), within QUOTA_REVERIFICATIONS_PER_DAY a UTC day (staff exempt). The submission is
+    for a result held off the boards by a note on its timing (Evaluation.timing_held: it did not
+    reproduce, or the judge's clock did not confirm it), within QUOTA_REVERIFICATIONS_PER_DAY a
+    UTC day (staff exempt). The submission is
     pending again until it lands, and the re-verification goes as any other: a second evaluation
     with fresh seeds, a third where the first two disagree.
 
@@ -676,15 +677,16 @@ def reverification_request_by_owner(*, user, submission: Submission) -> Reverifi
     with transaction.atomic():
         # One request at a time per user passes the quota check (the row lock orders them).
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-        latest = submission.reverifications.select_related("evaluation").first()
+        latest = submission.reverifications.first()
         if latest is not None and not latest.is_finished:
             raise ReverificationError(
                 f"Submission {submission.pk} is already being re-verified.", code="already_open"
             )
-        if latest is None or not latest.held:
+        result = submission.latest_evaluation
+        if result is None or not result.timing_held:
             raise ReverificationError(
-                "Only a result held because its timing did not reproduce can be re-verified "
-                "on request.",
+                "Only a result held because its timing did not reproduce (or was not confirmed) "
+                "can be re-verified on request.",
                 code="not_held",
             )
         reverify_quota_check(user=user)

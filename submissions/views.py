@@ -160,7 +160,8 @@ def _evaluation_context(request, submission: Submission) -> dict:
         "ranking_label": RANKING_LABELS.get(ranking["detail"], "") if ranking else "",
         "timing_floor_pct": round(100 * settings.TIMING_INTERVAL_FLOOR, 2),
         # The owner (and staff) may ask for another attempt at a held result.
-        "can_reverify": details and reverification is not None and reverification.held,
+        "can_reverify": details and evaluation is not None and evaluation.timing_held
+        and (reverification is None or reverification.is_finished),
         "reverify_per_day": reverifications_per_day(),
         "first_evaluation": first,
         "first_logs": evaluation_logs(first, details=details),

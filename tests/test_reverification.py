@@ -218,7 +218,7 @@ def test_a_reverification_whose_speedup_disagrees_is_not_held_on_two_but_goes_to
 
     outcome = committed(reverify_submission, reverification_id=reverification.pk, runner_name="r2")
 
-    assert outcome == "disagreed: a third evaluation is queued"
+    assert outcome == "undecided: a third evaluation is queued"
     reverification.refresh_from_db()
     assert reverification.status == Reverification.Status.QUEUED
     assert reverification.disputed_evaluation.flags == []  # nothing decided on two

@@ -82,7 +82,7 @@ def reverify(submission: Submission, run, *, runner: str) -> str:
 def disputed(record, harness, run) -> Submission:
     """The second evaluation, by r2, at 1.3 ms (1.54x): apart from the first's 2.0x."""
     harness.will_return(ms=1.3)
-    assert reverify(record, run, runner="r2") == "disagreed: a third evaluation is queued"
+    assert reverify(record, run, runner="r2") == "undecided: a third evaluation is queued"
     return record
 
 
@@ -234,7 +234,7 @@ def test_owner_reverifications_stop_at_the_daily_quota_and_staff_are_exempt(
     assert (open_again.status_code, open_again.json()["code"]) == (409, "already_open")
     harness.will_return(ms=1.3)
     harness.will_return(ms=1.15)
-    assert reverify(held, run, runner="r2") == "disagreed: a third evaluation is queued"
+    assert reverify(held, run, runner="r2") == "undecided: a third evaluation is queued"
     assert reverify(held, run, runner="r1") == "failed"  # held once more
 
     over = api(user).post(f"/api/v1/submissions/{held.pk}/reverify/")
@@ -273,3 +273,48 @@ def test_the_button_on_the_submission_page_queues_another_attempt(held, user):
     assert (again.reason, again.status) == ("owner", "queued")
     held.refresh_from_db()
     assert held.reverification == PENDING
+
+
+def test_a_second_evaluation_whose_timing_the_judge_did_not_confirm_calls_a_third(
+    record, cpu_hardware, relu_problem, harness, run
+):
+    # A loaded host: the judge's clock did not confirm the second's times (a note, not an
+    # exploit). Its timing is set aside, and a third evaluation decides with the first.
+    harness.will_return(ms=1.0, flags=["timing_unconfirmed"])
+    assert reverify(record, run, runner="r2") == "undecided: a third evaluation is queued"
+    record.refresh_from_db()
+    assert record.reverification == PENDING and not record.is_settled
+
+    harness.will_return(ms=1.01)
+    assert reverify(record, run, runner="r1") == "passed"
+
+    third = record.reverifications.get().evaluation
+    comparison = third.static_report["checks"]["reverification"]
+    assert (comparison["roles"], comparison["set_aside"]) == (["first", "third"], ["second"])
+    assert comparison["ranked_on"] == "third"
+    [row] = board_rows(problem=relu_problem, hardware=cpu_hardware)
+    assert row["candidate_ms"] == 1.01
+
+
+def test_the_owner_asks_again_for_a_first_result_whose_timing_was_not_confirmed(
+    user, cpu_hardware, relu_problem, harness, run, django_capture_on_commit_callbacks
+):
+    runner_heartbeat(name="r1", hardware=cpu_hardware, host="host", pid=1)
+    submission = submission_create(user=user, problem=relu_problem, backend="torch",
+                                   source=kernel_source("relu_correct.py"), hardware=cpu_hardware)
+    harness.will_return(ms=1.0, flags=["timing_unconfirmed"])
+    run(evaluate_submission, submission_id=submission.pk, runner_name="r1")
+    assert not Reverification.objects.exists()  # kept off the board, no record to confirm
+    assert board_rows(problem=relu_problem, hardware=cpu_hardware) == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        asked = api(user).post(f"/api/v1/submissions/{submission.pk}/reverify/")
+    assert asked.status_code == 202, asked.content
+    # The first timing does not count: two new evaluations must agree before it ranks.
+    harness.will_return(ms=1.0)
+    harness.will_return(ms=1.02)
+    assert reverify(submission, run, runner="r2") == "undecided: a third evaluation is queued"
+    assert reverify(submission, run, runner="r1") == "passed"
+
+    [row] = board_rows(problem=relu_problem, hardware=cpu_hardware)
+    assert (row["rank"], row["candidate_ms"]) == (1, 1.02)
