@@ -86,6 +86,7 @@ RANKING_STATES = {
 RANKING_LABELS = {  # details; also the states of servers from before `detail`
     "pending_reverification": "pending re-verification",
     "timing_not_reproduced": "timing not reproduced",
+    "timing_unconfirmed": "timing not confirmed",
     "failed_reverification": "failed re-verification",
     "flagged": "flagged",
     "not_correct": "not correct",

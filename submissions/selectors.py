@@ -278,6 +278,7 @@ class RankingDetail(TextChoices):
     RANKED = "ranked"
     PENDING_REVERIFICATION = "pending_reverification"
     TIMING_NOT_REPRODUCED = "timing_not_reproduced"
+    TIMING_UNCONFIRMED = "timing_unconfirmed"
     FAILED_REVERIFICATION = "failed_reverification"
     FLAGGED = "flagged"
     NOT_CORRECT = "not_correct"
@@ -290,6 +291,7 @@ RANKING_STATE_OF = {
     RankingDetail.PENDING_REVERIFICATION: RankingState.PENDING,
     RankingDetail.NOT_EVALUATED: RankingState.PENDING,
     RankingDetail.TIMING_NOT_REPRODUCED: RankingState.HELD,
+    RankingDetail.TIMING_UNCONFIRMED: RankingState.HELD,
     RankingDetail.FAILED_REVERIFICATION: RankingState.OFF_BOARD,
     RankingDetail.FLAGGED: RankingState.OFF_BOARD,
     RankingDetail.NOT_CORRECT: RankingState.OFF_BOARD,
@@ -301,6 +303,7 @@ RANKING_LABELS = {
     RankingDetail.RANKED: "ranked",
     RankingDetail.PENDING_REVERIFICATION: "pending: re-verification",
     RankingDetail.TIMING_NOT_REPRODUCED: "held: timing not reproduced",
+    RankingDetail.TIMING_UNCONFIRMED: "held: timing not confirmed",
     RankingDetail.FAILED_REVERIFICATION: "off the board: re-verification failed",
     RankingDetail.FLAGGED: "off the board: flagged",
     RankingDetail.NOT_CORRECT: "off the board: not correct",
@@ -407,6 +410,13 @@ def submission_ranking(submission: Submission) -> dict:
             return _ranking(RankingDetail.TIMING_NOT_REPRODUCED, f"Held: {message}")
         return _ranking(RankingDetail.FAILED_REVERIFICATION,
                         f"Its re-verification failed: {message}")
+    if scoring.timing_held(row):
+        return _ranking(
+            RankingDetail.TIMING_UNCONFIRMED,
+            "Held: the judge's own clock did not confirm the times the kernel's process "
+            "reported, timed twice (a loaded host, or a report it cannot vouch for). It is kept "
+            "off the board as a note, not an exploit; its owner can ask for another attempt.",
+        )
     if scoring.exploits(row):
         flags = ", ".join(scoring.exploits(row))
         return _ranking(RankingDetail.FLAGGED,

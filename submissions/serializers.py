@@ -262,7 +262,9 @@ class RankingSerializer(serializers.Serializer):
     detail = serializers.ChoiceField(
         choices=RankingDetail.choices,
         help_text="Why, as a code: ranked; pending_reverification, not_evaluated (pending); "
-        "timing_not_reproduced (held); failed_reverification (the second evaluation was not "
+        "timing_not_reproduced, timing_unconfirmed (held: the judge's clock did not confirm the "
+        "reported times; its owner may ask for another attempt at either); "
+        "failed_reverification (a re-verification's evaluation was not "
         "correct or was flagged), flagged (an exploit check), not_correct, not_timed "
         "(off_board).",
     )

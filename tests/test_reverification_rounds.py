@@ -306,6 +306,9 @@ def test_the_owner_asks_again_for_a_first_result_whose_timing_was_not_confirmed(
     run(evaluate_submission, submission_id=submission.pk, runner_name="r1")
     assert not Reverification.objects.exists()  # kept off the board, no record to confirm
     assert board_rows(problem=relu_problem, hardware=cpu_hardware) == []
+    ranking = api(user).get(f"/api/v1/submissions/{submission.pk}/").json()["ranking"]
+    assert (ranking["state"], ranking["detail"]) == ("held", "timing_unconfirmed")
+    assert "ask for another attempt" in ranking["reason"]
 
     with django_capture_on_commit_callbacks(execute=True):
         asked = api(user).post(f"/api/v1/submissions/{submission.pk}/reverify/")
