@@ -111,7 +111,7 @@ def main() -> int:
                 got[label].append(evaluate(root, {**job, "seed": 1000 + rep}))
         records.append({"case": name, **got})
 
-        def med(label: str, key: str) -> float | None:
+        def med(label: str, key: str, got: dict = got) -> float | None:
             values = [r[key] for r in got[label] if r.get(key) is not None
                       and r.get("verdict") == "correct"]
             return statistics.median(values) if values else None

@@ -7,6 +7,9 @@
 # Sections: harness exploits tests runner sandbox (the default: all five), and the longer ones
 # named alone: sharing (bench/gpu_sharing.py: evaluations per GPU-hour and warm latency with one
 # evaluation per GPU and with several sharing it, and the timing proof), verdicts
+# cpuexploits (the CPU exploit suite, tests/exploits, on this host), clock (bench/judge_clock.py:
+# the judge's timing loop against the one before it, side by side; .bench-base holds the old
+# `evaluation` package, CLOCK_REPEATS), verdicts
 # (scripts/gpu_check.py --only verdicts: our kernels of gpu_kernels/verdicts/,
 # level-2 library GEMMs with a fused Triton epilogue, pure copy wrappers, a level-1 Triton matmul
 # in TF32 and in IEEE fp32, a Triton kernel never launched, and the verdict, flags, notes,
@@ -106,6 +109,14 @@ for section in $sections; do
         harness) python3 scripts/gpu_check.py --problems "$KB" 2>&1 | tee "$OUT/harness.log" ;;
         exploits) python3 scripts/gpu_check.py --problems "$KB" --only exploits 2>&1 | tee "$OUT/exploits.log" ;;
         verdicts) python3 scripts/gpu_check.py --problems "$KB" --only verdicts 2>&1 | tee "$OUT/verdicts.log" ;;
+        # The CPU exploit suite (tests/exploits) on this host, whose cores are idle.
+        cpuexploits) python3 -m pytest -q -p no:cacheprovider tests/exploits 2>&1 \
+                   | tee "$OUT/cpuexploits.log" | tail -30 ;;
+        # The judge's timing loop against the one before it (bench/judge_clock.py), side by
+        # side: medians and wall times; .bench-base holds the old `evaluation` package.
+        clock) python3 bench/judge_clock.py --base .bench-base --problems "$KB" \
+                   --repeats "${CLOCK_REPEATS:-2}" --json "$OUT/clock.json" 2>&1 \
+                   | tee "$OUT/clock.log" ;;
         # One GPU shared by several evaluations (issue 22): the level 1 mix drained before and
         # after, side by side, on GPU 0 (bench/gpu_sharing.py; SHARING_COPIES, SHARING_ONLY,
         # SHARING_LATENCY: the one-at-a-time evaluations of each pass).

@@ -81,6 +81,13 @@ _CLONE_NAMESPACE_FLAGS = (
     0x00000080,  # CLONE_NEWTIME
 )
 _TIOCSTI = 0x5412  # pushes characters into a terminal's input
+# memfd_create makes anonymous files that no rlimit binds (4 GiB held under a 1 GiB RLIMIT_AS)
+# and that a cgroup counts only where there is one. The worker does not need it: the channel's
+# memfds are made by the judge and passed in as fds, and torch, Triton and the compilers run
+# without it (tests/sandbox checks it with an honest evaluation after each attack). Refused
+# with ENOSYS, as on a kernel without it, so that a library that tries it falls back to a file
+# in /tmp or /dev/shm: size-limited tmpfs.
+MEMFD_SYSCALLS = ("memfd_create", "memfd_secret")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -109,7 +116,7 @@ def bwrap_path() -> str:
                              "bubblewrap, or set KB_BWRAP")
 
 
-def seccomp_program() -> bytes:
+def seccomp_program(*, allow_memfd: bool = False) -> bytes:
     """The filter as a BPF program (what bwrap's --seccomp reads), made by libseccomp."""
     try:
         import pyseccomp as seccomp
@@ -120,6 +127,10 @@ def seccomp_program() -> bytes:
         with contextlib.suppress(Exception):  # a call this architecture does not have
             f.add_rule(seccomp.ERRNO(errno.EPERM), name)
     f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    if not allow_memfd:
+        for name in MEMFD_SYSCALLS:
+            with contextlib.suppress(Exception):
+                f.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
     for flag in _CLONE_NAMESPACE_FLAGS:
         # x86_64's clone takes the flags first; libseccomp maps the argument per architecture.
         f.add_rule(seccomp.ERRNO(errno.EPERM), "clone",
@@ -342,11 +353,20 @@ def worker_command(jail: dict[str, Any], argv: list[str]) -> tuple[list[str], li
         "--die-with-parent",
         "--new-session",
     ]
+    # The sandbox's own tmpfs first: bwrap mounts in the order given, and a tmpfs mounted on
+    # /tmp after the read-only binds would hide those under /tmp (a checkout, and so its
+    # .venv, cloned under /tmp).
+    cmd += [
+        "--perms", "1777", "--size", str(tmpfs), "--tmpfs", "/tmp",
+        "--perms", "1777", "--dir", HOME,
+        "--perms", "1777", "--dir", WORK,
+    ]
     binds = [*jail["readonly"], f"{LIB}/evaluation/harness", BUILD]
     # The folders above a bound path are made first, traversable: bwrap would make them 0700
-    # and owned by root, which the candidate's uid could not walk.
+    # and owned by root, which the candidate's uid could not walk. (/tmp is there already.)
     for folder in _folders_above(binds):
-        cmd += ["--perms", "0755", "--dir", folder]
+        if folder != "/tmp":
+            cmd += ["--perms", "0755", "--dir", folder]
     for path in jail["readonly"]:
         if os.path.islink(path) and path.count("/") == 1:  # /bin -> usr/bin on merged /usr
             cmd += ["--symlink", os.readlink(path), path]
@@ -356,9 +376,6 @@ def worker_command(jail: dict[str, Any], argv: list[str]) -> tuple[list[str], li
         "--proc", "/proc",
         "--dev", "/dev",
         "--perms", "1777", "--size", str(tmpfs // 4), "--tmpfs", "/dev/shm",
-        "--perms", "1777", "--size", str(tmpfs), "--tmpfs", "/tmp",
-        "--perms", "1777", "--dir", HOME,
-        "--perms", "1777", "--dir", WORK,
         "--ro-bind", jail["harness"], f"{LIB}/evaluation/harness",
         "--bind", jail["slot"], BUILD,
     ]
@@ -381,6 +398,12 @@ def worker_command(jail: dict[str, Any], argv: list[str]) -> tuple[list[str], li
     if uid is not None:
         cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    group = jail.get("cgroup")
+    if group:
+        # bwrap and everything it starts in the evaluation's cgroup (limit_job): a shell
+        # moves itself there ("0" is the writer), then becomes bwrap.
+        cmd = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"',
+               os.path.join(group, "cgroup.procs"), *cmd]
     return [*cmd, *argv], fds
 
 

@@ -1077,7 +1077,11 @@ class Judge:
             self.result["timing_window"] = [time.time(), None]  # shown beside others' steps
             try:
                 if not on_gpu and isinstance(cpu_threads, int) and cpu_threads > 0:
+                    from .environment import note
+
+                    # Both sides' calls on as many intra-op threads (timing.py says why).
                     torch.set_num_threads(cpu_threads)
+                    note("timing_threads", cpu_threads)
                 for attempt in range(2):
                     cand_loop, ref_loop = loop(2 * attempt * n_sets), loop(2 * attempt * n_sets)
                     cand = cand_loop.run(cand_call)
