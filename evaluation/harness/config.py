@@ -41,6 +41,17 @@ DEFAULT_TIMING: dict[str, Any] = {
 # sides end at max_reps either way): fewer of them, to keep a CPU evaluation short.
 CPU_TIMING: dict[str, Any] = {"max_reps": 200, "warmup_ms": 25.0}
 
+def _env_limit(name: str, default: Any) -> Any:
+    """A limit the runner's operator sets in its environment: a number of MiB, "auto", or
+    "none" (no limit)."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value == "none":
+        return None
+    return value if value == "auto" else int(value)
+
+
 DEFAULT_LIMITS: dict[str, Any] = {
     # RLIMIT_AS of the candidate worker, in MiB. "auto": 3/4 of the host's memory on the CPU,
     # none on a GPU (CUDA reserves huge virtual ranges and breaks under RLIMIT_AS).
@@ -48,11 +59,18 @@ DEFAULT_LIMITS: dict[str, Any] = {
     "open_files": 4096,
     # RLIMIT_NPROC counts every process and thread of the user, so it is only a loose bound.
     "processes": 4096,
-    "file_size_mb": None,  # off by default: tensor transfers use memfds, limited by it too
+    # RLIMIT_FSIZE, in MiB: the largest file the candidate's processes may write (the build's
+    # objects, the channel's memfd that carries its outputs on the CPU). "auto": a quarter of
+    # the host's memory, between 2 and 16 GiB (process.resolve_file_size_bytes).
+    "file_size_mb": _env_limit("KB_SANDBOX_FILE_SIZE_MB", "auto"),
     "core_dumps": False,
     # The size of the sandbox's private tmpfs (its home, work folder and /tmp; /dev/shm gets a
     # quarter more), in MiB: the candidate's disk outside its build slot. Held in memory.
     "tmpfs_mb": 2048,
+    # The memory of all of an evaluation's sandboxed processes together, tmpfs and memfd pages
+    # included (its cgroup's memory.max, where the runner can make one: jail.limit_job), in
+    # MiB. "auto": three quarters of the host's memory.
+    "memory_mb": _env_limit("KB_SANDBOX_MEMORY_MB", "auto"),
 }
 
 DEFAULT_TIME_LIMIT_S = 600.0

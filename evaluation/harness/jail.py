@@ -265,7 +265,10 @@ class Jail:
                         "KB_SANDBOX_OFF_I_UNDERSTAND=1 too, and only on a machine that runs "
                         "nothing else")
                 return {"mode": "off"}
-            program = seccomp_program()
+            # KB_SANDBOX_ALLOW_MEMFD=1 gives the candidate memfd_create back (a host whose
+            # driver needs it in the worker; docs/security.md): bound then only by a cgroup.
+            allow_memfd = os.environ.get("KB_SANDBOX_ALLOW_MEMFD") == "1"
+            program = seccomp_program(allow_memfd=allow_memfd)
             folder = Path(tempfile.mkdtemp(prefix="kbjail-"))
             atexit.register(shutil.rmtree, folder, True)  # this process's judges die with it
             os.chmod(folder, 0o711)
@@ -273,6 +276,7 @@ class Jail:
             seccomp.write_bytes(program)
             os.chmod(seccomp, 0o644)
             host = {"mode": "bwrap", "bwrap": bwrap_path(), "seccomp": str(seccomp),
+                    "allow_memfd": allow_memfd,
                     "readonly": _readonly_paths(), "harness": str(Path(__file__).parent)}
             # One real start, as the judge will make them: the uid switch, every namespace,
             # the filter. A host that refuses any of it runs no candidate code.
@@ -311,6 +315,227 @@ def for_job(device: str, slot: Path, tmpfs_mb: int) -> dict[str, Any]:
         os.chown(slot, uid, uid)
     os.chmod(slot, 0o700)
     return {**host, "uid": uid, "slot": str(slot), "device": device, "tmpfs_mb": tmpfs_mb}
+
+
+# --- limits that bind per evaluation: the slot's own filesystem and a cgroup ------------------
+#
+# rlimits are per process (RLIMIT_AS) or per file (RLIMIT_FSIZE): memory held in memfds or
+# tmpfs pages, and files unlinked but kept open, escape them. So where the host allows it, the
+# runner gives each evaluation (limit_job) a tmpfs of its own for the build slot, whose size
+# binds whatever is written there, unlinked or not, and a cgroup v2 that every process of its
+# sandboxes joins, whose memory.max counts their memory, tmpfs and memfd pages included, and
+# whose pids.max counts their processes. What could not be made is named in the result's
+# environment ("limits") and docs/security.md says what the operator provides instead.
+
+CGROUP_ROOT_ENV = "KB_CGROUP_ROOT"  # a cgroup v2 folder delegated to the runner (operator)
+_CONTROLLERS = ("memory", "pids")
+_MS_NOSUID, _MS_NODEV = 0x2, 0x4
+_MNT_DETACH = 0x2
+_cgroup_parent: tuple[str | None, str] | None = None
+_cgroup_lock = threading.Lock()
+
+
+def _libc_call(name: str, *args: Any) -> None:
+    import ctypes
+
+    fn = getattr(ctypes.CDLL(None, use_errno=True), name)
+    if fn(*args) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def mount_slot(slot: Path, size_mb: int, uid: int | None, files: int) -> str:
+    """Mount a tmpfs of `size_mb` (and at most `files` inodes) on the slot; '' when done, else
+    why not. A root runner can (where it holds CAP_SYS_ADMIN); another cannot, and the slot
+    stays on the host's disk."""
+    if os.geteuid() != 0:
+        return "the runner is not root: the build slot stays on the host's disk"
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    options = f"size={int(size_mb)}m,nr_inodes={int(files)},mode=0700{owner}"
+    try:
+        _libc_call("mount", b"kb-slot", str(slot).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                   options.encode())
+    except (OSError, AttributeError) as exc:
+        return f"the build slot's tmpfs could not be mounted ({exc}): it stays on the host's disk"
+    return ""
+
+
+def unmount_slot(slot: str | Path) -> None:
+    """Detach the slot's tmpfs (its pages go once nothing holds them: every process of the
+    evaluation is dead by now)."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc_call("umount2", str(slot).encode(), _MNT_DETACH)
+
+
+def _cgroup2_mount() -> str | None:
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    found = []
+    for line in lines:
+        fields = line.split()
+        if " - " in line and line.split(" - ", 1)[1].split()[0] == "cgroup2":
+            found.append(fields[4])
+    return ("/sys/fs/cgroup" if "/sys/fs/cgroup" in found else found[0]) if found else None
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _find_cgroup_parent() -> tuple[str | None, str]:
+    """Where this runner may make its evaluations' cgroups: the operator's delegated folder
+    (KB_CGROUP_ROOT), else its own cgroup when the memory and pids controllers can be given
+    to its children there. (None, why not) otherwise."""
+    explicit = os.environ.get(CGROUP_ROOT_ENV, "").strip()
+    if explicit:
+        base = explicit
+    else:
+        mount = _cgroup2_mount()
+        if mount is None:
+            return None, "no cgroup v2 file system is mounted on this host"
+        own = ""
+        with contextlib.suppress(OSError):
+            for line in _read("/proc/self/cgroup").splitlines():
+                if line.startswith("0::"):
+                    own = line[3:].strip()
+        base = os.path.normpath(os.path.join(mount, own.lstrip("/")))
+    try:
+        controllers = _read(os.path.join(base, "cgroup.controllers")).split()
+    except OSError as exc:
+        return None, f"the runner's cgroup {base} cannot be read: {exc.strerror}"
+    missing = [c for c in _CONTROLLERS if c not in controllers]
+    if missing:
+        return None, (f"the cgroup v2 controllers {', '.join(missing)} are not available to the "
+                      f"runner's cgroup (on cgroup v1 hosts they are not on the v2 hierarchy); "
+                      f"set {CGROUP_ROOT_ENV} to a delegated cgroup v2 folder")
+    try:
+        enabled = _read(os.path.join(base, "cgroup.subtree_control")).split()
+        wanted = " ".join(f"+{c}" for c in _CONTROLLERS if c not in enabled)
+        if wanted:
+            _write(os.path.join(base, "cgroup.subtree_control"), wanted)
+        probe = os.path.join(base, f"kb-probe-{os.getpid()}-{os.urandom(4).hex()}")
+        os.mkdir(probe)
+        os.rmdir(probe)
+    except OSError as exc:
+        return None, (f"the runner may not make cgroups under {base} ({exc.strerror}); set "
+                      f"{CGROUP_ROOT_ENV} to a cgroup v2 folder delegated to it")
+    return base, ""
+
+
+def cgroup_parent() -> tuple[str | None, str]:
+    """_find_cgroup_parent, decided once per process."""
+    global _cgroup_parent
+    with _cgroup_lock:
+        if _cgroup_parent is None:
+            _cgroup_parent = _find_cgroup_parent()
+        return _cgroup_parent
+
+
+def make_cgroup(name: str, memory_bytes: int | None, pids: int | None) -> tuple[str | None, str]:
+    """A cgroup for one evaluation's sandboxes, with its limits; (path, '') or (None, why)."""
+    parent, reason = cgroup_parent()
+    if parent is None:
+        return None, reason
+    path = os.path.join(parent, f"kb-{name}")
+    try:
+        os.mkdir(path, 0o755)
+        if memory_bytes:
+            _write(os.path.join(path, "memory.max"), str(int(memory_bytes)))
+            # Memory over the limit is never swapped out instead, and when the limit is hit
+            # the whole sandbox is killed together (the worker first, by its oom_score_adj).
+            with contextlib.suppress(OSError):
+                _write(os.path.join(path, "memory.swap.max"), "0")
+            with contextlib.suppress(OSError):
+                _write(os.path.join(path, "memory.oom.group"), "1")
+        if pids:
+            _write(os.path.join(path, "pids.max"), str(int(pids)))
+    except OSError as exc:
+        remove_cgroup(path)
+        return None, f"the evaluation's cgroup could not be made ({exc.strerror})"
+    return path, ""
+
+
+def cgroup_stats(path: str | None) -> dict[str, Any]:
+    """What the evaluation's cgroup saw: peak memory, out-of-memory kills, refused forks."""
+    out: dict[str, Any] = {}
+    if not path:
+        return out
+    with contextlib.suppress(OSError, ValueError):
+        out["memory_peak_mb"] = round(int(_read(os.path.join(path, "memory.peak"))) / 2**20, 1)
+    for name, key in (("memory.events", "oom_kill"), ("pids.events", "max")):
+        with contextlib.suppress(OSError, ValueError):
+            for line in _read(os.path.join(path, name)).splitlines():
+                field, _, value = line.partition(" ")
+                if field == key:
+                    out["oom_kills" if key == "oom_kill" else "pids_refused"] = int(value)
+    return out
+
+
+def remove_cgroup(path: str | None, timeout: float = 5.0) -> None:
+    """Kill whatever is left in the cgroup, then remove it."""
+    if not path or not os.path.isdir(path):
+        return
+    import signal
+    import time
+
+    with contextlib.suppress(OSError):
+        _write(os.path.join(path, "cgroup.kill"), "1")  # Linux 5.14+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return  # left for the operator's cleanup; named kb-<evaluation>
+        with contextlib.suppress(OSError, ValueError):
+            for pid in _read(os.path.join(path, "cgroup.procs")).split():
+                with contextlib.suppress(OSError):
+                    os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def limit_job(decision: dict[str, Any], limits: dict[str, Any], *, name: str,
+              slot_mb: int, slot_files: int) -> dict[str, Any]:
+    """Bind this evaluation's resources (the runner's side, before its judge starts): the slot
+    on a tmpfs of its own, the sandboxes in a cgroup of their own. Returns the decision with
+    "cgroup", "slot_tmpfs" and what was set ("limits", stored in the result's environment).
+    `release` undoes it once every process of the evaluation is dead."""
+    if decision.get("mode") != "bwrap":
+        return decision
+    from .process import resolve_memory_bytes
+
+    report: dict[str, Any] = {}
+    memory = resolve_memory_bytes(limits)
+    pids = limits.get("processes")
+    reason = mount_slot(Path(decision["slot"]), slot_mb, decision.get("uid"), slot_files)
+    report["build_slot"] = ({"filesystem": "tmpfs", "size_mb": slot_mb} if not reason
+                            else {"filesystem": "host", "reason": reason})
+    group, why = make_cgroup(name, memory, int(pids) if pids else None)
+    if group:
+        report["cgroup"] = {"memory_max_mb": memory // 2**20 if memory else None,
+                            "pids_max": pids}
+    else:
+        report["cgroup"] = False
+        report["reason"] = why
+    return {**decision, "cgroup": group, "slot_tmpfs": not reason, "limits": report}
+
+
+def release(decision: dict[str, Any]) -> None:
+    """Undo limit_job: the cgroup (and anything left in it) and the slot's tmpfs."""
+    remove_cgroup(decision.get("cgroup"))
+    if decision.get("slot_tmpfs"):
+        unmount_slot(decision["slot"])
 
 
 def _folders_above(paths: list[str]) -> list[str]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .buildcache import remove_tree
+from .buildcache import ENTRY_FILES, SLOT_MB, remove_tree
 from .process import LogCapture, die_with_parent_preexec
 
 PRESTART_ENV = "KB_HARNESS_PRESTART"
@@ -128,6 +128,9 @@ class Launch:
         self.job_w = self.ev_r = -1
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
+        from . import jail
+
+        jail.release(self.jail)  # its cgroup, and the slot's tmpfs before the folder goes
         remove_tree(self.workdir)
 
 
@@ -145,6 +148,11 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
     slot.mkdir()
     try:
         decision = jail.for_job(job["device"], slot, int(job["limits"].get("tmpfs_mb") or 2048))
+        # The slot on a tmpfs of its own and the sandboxes in a cgroup of their own, where the
+        # host allows (undone by Launch.discard). The tmpfs has a little room past SLOT_MB, so
+        # that the runner's watch sees a slot grown past it and names it (sandbox.run_job).
+        decision = jail.limit_job(decision, job["limits"], name=workdir.name,
+                                  slot_mb=SLOT_MB + 16, slot_files=ENTRY_FILES * 5 + 1000)
     except BaseException:
         remove_tree(workdir)
         raise
@@ -177,6 +185,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
         for fd in (job_r, job_w, ev_r, ev_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        jail.release(decision)
         remove_tree(workdir)
         raise
     os.close(job_r)

@@ -3,6 +3,7 @@ capture. No torch import."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -33,14 +34,45 @@ def resolve_limits(limits: dict[str, Any], on_gpu: bool) -> dict[str, int | None
         as_bytes = None
     else:
         as_bytes = int(as_mb) * 1024 * 1024
-    fsize = limits.get("file_size_mb")
     return {
         "RLIMIT_AS": as_bytes,
         "RLIMIT_NOFILE": limits.get("open_files"),
         "RLIMIT_NPROC": limits.get("processes"),
-        "RLIMIT_FSIZE": None if fsize is None else int(fsize) * 1024 * 1024,
+        "RLIMIT_FSIZE": resolve_file_size_bytes(limits),
         "RLIMIT_CORE": None if limits.get("core_dumps", False) else 0,
+        # The kernel's out-of-memory killer takes the candidate's processes first (1000: the
+        # most), never the judge, the runner or another user's process.
+        OOM_SCORE_ADJ: limits.get("oom_score_adj", 1000),
     }
+
+
+OOM_SCORE_ADJ = "oom_score_adj"  # not an rlimit: /proc/self/oom_score_adj, applied the same way
+
+
+def resolve_file_size_bytes(limits: dict[str, Any]) -> int | None:
+    """RLIMIT_FSIZE: the largest file the candidate's processes may write, the build's objects
+    and the channel's memfd (the worker's outputs travel there on the CPU) included. "auto": a
+    quarter of the host's memory, at least 2 GiB and at most 16 GiB: past the largest object a
+    CUDA build writes (tens of MB) and the outputs of the problems we serve."""
+    value = limits.get("file_size_mb")
+    if value is None:
+        return None
+    if value == "auto":
+        total = total_memory_bytes()
+        return min(max(total // 4, 2 << 30), 16 << 30) if total else 2 << 30
+    return int(value) * 1024 * 1024
+
+
+def resolve_memory_bytes(limits: dict[str, Any]) -> int | None:
+    """The memory of all of an evaluation's sandboxed processes together (its cgroup's
+    memory.max, tmpfs and memfd pages counted): "auto" is three quarters of the host's."""
+    value = limits.get("memory_mb")
+    if value is None:
+        return None
+    if value == "auto":
+        total = total_memory_bytes()
+        return total * 3 // 4 if total else None
+    return int(value) * 1024 * 1024
 
 
 def apply_limits(rlimits: dict[str, int | None]) -> dict[str, int]:
@@ -51,6 +83,19 @@ def apply_limits(rlimits: dict[str, int | None]) -> dict[str, int]:
     for name, value in rlimits.items():
         if value is None:
             continue
+        if name == OOM_SCORE_ADJ:
+            try:  # raising it needs no privilege; lowering it back does
+                Path("/proc/self/oom_score_adj").write_text(str(int(value)))
+                applied[name] = int(value)
+            except (OSError, ValueError):
+                pass
+            continue
+        if name == "RLIMIT_FSIZE":
+            # A write past the limit fails with EFBIG ("File too large", which the compiler or
+            # the kernel's traceback then shows) instead of killing the process with SIGXFSZ;
+            # programs it starts (the compilers) inherit the ignored signal.
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         res = getattr(resource, name)
         try:
             _, hard = resource.getrlimit(res)

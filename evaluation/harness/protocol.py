@@ -39,6 +39,12 @@ from collections.abc import Iterator
 from typing import Any
 
 MAX_HEADER = 64 * 1024 * 1024  # a JSON header is small; anything bigger is garbage
+# What the judge accepts from the worker (whose replies are the candidate's to forge): a reply's
+# header (its final state, its profile: kilobytes when honest; one of 40 MB was once stored
+# whole), and by default the tensors of one reply (the judge should set max_tensor_bytes from
+# the reference's own outputs: a sparse reply that declared gigabytes made the judge allocate
+# them). Checked before anything is allocated.
+JUDGE_MAX_HEADER = 8 * 1024 * 1024
 _ALIGN = 256  # offsets of tensors in a message (a CUDA box needs more than 64-byte alignment)
 _CHUNK = 1 << 30  # os.pwrite/pread move at most ~2 GiB per call on Linux
 _IPC_KEY = "__ipc__"  # header key of the frames the channel exchanges on its own (not messages)
@@ -68,6 +74,14 @@ class ProtocolError(RuntimeError):
 
 class PeerClosed(ProtocolError):
     """End of file on the pipe: the other process exited or closed it."""
+
+
+def default_max_tensor_bytes() -> int:
+    """The judge's default cap on one reply's tensors: half of the host's memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 64 << 30
 
 
 def ipc_allowed() -> bool:
@@ -323,6 +337,12 @@ class Channel:
         self.stats = {"ipc_bytes": 0, "host_bytes": 0, "messages": 0}
         self.note_as = "transfer"  # its key in environment (the profiling worker's has another)
         self._held: dict | None = None  # a message's frame read by ready(), for recv()
+        # The largest frame header, and the most tensor bytes of one message (each tensor and
+        # all of them together), that this end accepts. The worker trusts the judge; the judge
+        # caps what the worker sends, by default at half of the host's memory for tensors.
+        judge = role == "judge"
+        self.max_header_bytes = JUDGE_MAX_HEADER if judge else MAX_HEADER
+        self.max_tensor_bytes: int | None = default_max_tensor_bytes() if judge else None
 
     # --- encoding -----------------------------------------------------------------------------
     def _encode(self, value: Any, tensors: list[Any]) -> Any:
@@ -367,8 +387,10 @@ class Channel:
 
     def _read_frame(self, deadline: float | None) -> dict:
         (length,) = struct.unpack("<I", _read_exact(self.rfd, 4, deadline))
-        if length > MAX_HEADER:
-            raise ProtocolError("header too large")
+        if length > min(self.max_header_bytes, MAX_HEADER):
+            raise ProtocolError(
+                f"a message header of {length} bytes, more than the "
+                f"{min(self.max_header_bytes, MAX_HEADER)} bytes accepted")
         try:
             frame = json.loads(_read_exact(self.rfd, length, deadline))
         except (ValueError, RecursionError) as exc:
@@ -569,7 +591,11 @@ class Channel:
                 continue  # the channel's own business, not a message
             break
         target = device or self.device
-        tensors = [self._read_tensor(meta, target) for meta in frame.pop("tensors", []) or []]
+        metas = frame.pop("tensors", []) or []
+        if not isinstance(metas, list):
+            raise ProtocolError("malformed tensor description")
+        self._check_sizes(metas)
+        tensors = [self._read_tensor(meta, target) for meta in metas]
         if tensors:
             self._note()
         for t in tensors:
@@ -582,6 +608,26 @@ class Channel:
         except RecursionError:
             raise ProtocolError("malformed value (nested too deeply)") from None
         return frame, value
+
+    def _check_sizes(self, metas: list[Any]) -> None:
+        """Refuse a message whose tensors, one or all together, declare more bytes than this
+        end accepts (max_tensor_bytes), before any of them is allocated."""
+        cap = self.max_tensor_bytes
+        if cap is None:
+            return
+        total = 0
+        for meta in metas:
+            try:
+                nbytes = int(meta["nbytes"])
+            except (KeyError, TypeError, ValueError):
+                raise ProtocolError("malformed tensor description") from None
+            if nbytes > cap:
+                raise ProtocolError(f"a tensor of {nbytes} bytes, more than the {cap} bytes "
+                                    "the judge accepts for this reply")
+            total += max(nbytes, 0)
+        if total > cap:
+            raise ProtocolError(f"tensors of {total} bytes in one reply, more than the {cap} "
+                                "bytes the judge accepts for it")
 
     def _channel_frame(self, ipc: Any) -> bool:
         """Handle the IPC part of a frame. True when the frame carried nothing else."""
@@ -609,7 +655,10 @@ class Channel:
 
     def _grow_out_box(self, need: Any) -> None:
         reply: dict[str, Any] = {"out": None}
-        if self.ipc and isinstance(need, int) and 0 < need <= _MAX_BOX:
+        cap = _MAX_BOX if self.max_tensor_bytes is None else min(self.max_tensor_bytes, _MAX_BOX)
+        # A box larger than what the judge accepts is never made (the worker asks; its reply
+        # then travels by host memory, where its declared size is refused).
+        if self.ipc and isinstance(need, int) and 0 < need <= cap:
             try:
                 device = str(self.out_box.tensor.device)
                 room = min(2 * self.out_box.nbytes, _device_memory(device) // BOX_SHARE)

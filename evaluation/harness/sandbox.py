@@ -15,6 +15,7 @@ ahead of their job, one per evaluation (pool.py). docs/security.md has the threa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -196,6 +197,124 @@ def _kill_tagged(token: str, *, uid: int | None = None) -> int:
 _UNSHARE_SIGKILL = "sigprocmask unblock failed"
 
 
+def _limits_report(job: dict, decision: dict[str, Any], seen: dict[str, Any]) -> dict:
+    """What bound this evaluation's resources (docs/security.md, "Limits"), for its result."""
+    from .process import resolve_file_size_bytes
+
+    if decision.get("mode") != "bwrap":
+        return {"sandbox": False}
+    report = dict(decision.get("limits") or {"cgroup": False,
+                                             "reason": "no limits were set for this sandbox"})
+    if report.get("cgroup") and seen:
+        report["cgroup"] = {**report["cgroup"], **seen}
+    fsize = resolve_file_size_bytes(job["limits"])
+    report["file_size_mb"] = fsize // 2**20 if fsize else None
+    report["memfd_create"] = "allowed" if decision.get("allow_memfd") else "denied"
+    report["oom_score_adj"] = job["limits"].get("oom_score_adj", 1000)
+    return report
+
+
+# What the runner keeps of a result, field by field (each top-level key): the worker's replies
+# end up there (its final state, its profile, its messages), and a stored row is served whole.
+RESULT_FIELD_MAX_BYTES = int(os.environ.get("KB_RESULT_FIELD_MAX_BYTES", str(256 * 1024)))
+TRUNCATED = "[... truncated: {n} bytes over the stored limit ...]"
+
+
+def _shrink(value: Any, max_str: int, max_items: int, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        if len(value) <= max_str:
+            return value
+        return value[:max_str] + TRUNCATED.format(n=len(value) - max_str)
+    if depth > 32:
+        return TRUNCATED.format(n="nested")
+    if isinstance(value, list):
+        out = [_shrink(v, max_str, max_items, depth + 1) for v in value[:max_items]]
+        if len(value) > max_items:
+            out.append(TRUNCATED.format(n=f"{len(value) - max_items} items,"))
+        return out
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {str(k)[:max_str]: _shrink(v, max_str, max_items, depth + 1)
+               for k, v in items[:max_items]}
+        if len(items) > max_items:
+            out["__truncated__"] = TRUNCATED.format(n=f"{len(items) - max_items} keys,")
+        return out
+    return value
+
+
+def cap_field(value: Any, max_bytes: int = RESULT_FIELD_MAX_BYTES) -> Any:
+    """`value` (JSON-safe) within about `max_bytes` of JSON: long strings, lists and dicts cut
+    with a marker saying so, tighter each round until it fits."""
+    size = len(json.dumps(value))
+    if size <= max_bytes:
+        return value
+    max_str, max_items = max_bytes // 4, 1000
+    while max_str >= 16:
+        shrunk = _shrink(value, max_str, max_items)
+        if len(json.dumps(shrunk)) <= max_bytes:
+            return shrunk
+        max_str, max_items = max_str // 4, max(max_items // 4, 4)
+    return TRUNCATED.format(n=size)
+
+
+def cap_result(result: dict[str, Any]) -> dict[str, Any]:
+    """Each field of a (JSON-safe) result within RESULT_FIELD_MAX_BYTES."""
+    return {key: cap_field(value) for key, value in result.items()}
+
+
+def _slot_over(launch: pool.Launch) -> bool:
+    """Whether the evaluation's build slot has grown past its limit. Its own tmpfs counts
+    everything written there, files unlinked but kept open included; on the host's disk the
+    walk sees only named files, so the deleted files the sandbox's processes hold open on
+    the slot's file system are added."""
+    max_bytes = buildcache.SLOT_MB * buildcache.MB
+    if launch.jail.get("slot_tmpfs"):
+        try:
+            fs = os.statvfs(launch.slot)
+            if (fs.f_blocks - fs.f_bfree) * fs.f_frsize > max_bytes:
+                return True
+        except OSError:
+            pass
+    used, _, over = buildcache.usage(launch.slot, max_bytes=max_bytes,
+                                     max_files=buildcache.ENTRY_FILES * 5)
+    if over or launch.jail.get("slot_tmpfs") or launch.jail.get("mode") != "bwrap":
+        return over
+    return used + _held_deleted_bytes(launch) > max_bytes
+
+
+def _held_deleted_bytes(launch: pool.Launch) -> int:
+    """Bytes of deleted files on the slot's file system that the evaluation's processes (its
+    candidate uid's, else those carrying its token) still hold open."""
+    try:
+        device = os.stat(launch.slot).st_dev
+    except OSError:
+        return 0
+    uid = launch.jail.get("uid")
+    needle = f"KB_EVAL_TOKEN={launch.token}".encode()
+    seen: set[int] = set()
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if uid is not None:
+                if os.stat(f"/proc/{entry}").st_uid != uid:
+                    continue
+            else:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle not in f.read().split(b"\0"):
+                        continue
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    st = os.stat(f"/proc/{entry}/fd/{fd}")
+                    if st.st_nlink == 0 and st.st_dev == device and st.st_ino not in seen:
+                        seen.add(st.st_ino)
+                        total += max(st.st_size, st.st_blocks * 512)
+        except OSError:
+            continue
+    return total
+
+
 def _judge_died(job: dict, rc: int | None, stderr: str, oom_before: int | None) -> dict:
     """The result when the judge ended without one: a crash, or a kill from outside."""
     result = _base_result(job)
@@ -344,6 +463,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
     # The owner's build of this exact source, if any, goes into the worker's fresh slot.
     cache_entry = buildcache.entry_for(job)
     cache_hit = buildcache.fill(launch.slot, cache_entry, uid=launch.jail.get("uid"))
+    cgroup_seen: dict[str, Any] = {}
     # A cached build loads in seconds, so the judge holds the device while it loads (judge.py).
     job["build_cached"] = cache_hit
     slot_over = False
@@ -380,9 +500,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
                     break
                 if time.monotonic() >= next_slot_check:
                     next_slot_check = time.monotonic() + 1.0
-                    _, _, slot_over = buildcache.usage(
-                        launch.slot, max_bytes=buildcache.SLOT_MB * buildcache.MB,
-                        max_files=buildcache.ENTRY_FILES * 5)
+                    slot_over = _slot_over(launch)
                     if slot_over:
                         break
                 ready, _, _ = select.select([events], [], [], min(left, 1.0))
@@ -434,6 +552,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
             if _kill_tagged(launch.token, uid=launch.jail.get("uid")) == 0:
                 break
             time.sleep(0.05)
+        cgroup_seen = jail.cgroup_stats(launch.jail.get("cgroup"))
         judge_log = {"stdout": launch.out_log.text(wait=1.0),
                      "stderr": launch.err_log.text(wait=1.0)}
         cache_outcome = "slot_over_limit" if slot_over else buildcache.keep(
@@ -445,8 +564,9 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
     if slot_over:
         result = _base_result(job)
         result["verdict"] = "runtime_error"
-        result["error"] = (f"the build folder grew past {buildcache.SLOT_MB} MiB (or too many "
-                           "files); the evaluation was stopped and nothing of it was kept")
+        result["error"] = (f"the build folder grew past {buildcache.SLOT_MB} MiB (deleted files "
+                           "still held open count too) or too many files; the evaluation was "
+                           "stopped and nothing of it was kept")
     elif timed_out:
         result = _base_result(job)
         result["verdict"] = "timeout"
@@ -488,6 +608,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
         "launched_epoch": time.time() - (time.monotonic() - launch.spawned_at),
         "prestart_hits": pool.POOL.hits,
     }
+    env["limits"] = _limits_report(job, launch.jail, cgroup_seen)
     result["environment"] = env
     phases = result.get("phases") or {}
     if process_start_s is not None:
@@ -498,4 +619,4 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
     phases["total"] = time.monotonic() - t_begin
     result["phases"] = phases
     result["correct"] = result.get("verdict") == "correct"
-    return json_safe(result)
+    return cap_result(json_safe(result))
