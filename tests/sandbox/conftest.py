@@ -141,7 +141,8 @@ class Canaries:
 class Arena:
     """One runner and everything the attack tests need around it."""
 
-    def __init__(self, *, tmp_path: Path, start_runner, hardware, problem) -> None:
+    def __init__(self, *, tmp_path: Path, start_runner, hardware, problem,
+                 runner_env: dict[str, str] | None = None) -> None:
         self.tag = secrets.token_hex(6)
         self.canaries = Canaries()
         self.hardware = hardware
@@ -180,6 +181,7 @@ class Arena:
             BUILD_CACHE_DIR=str(self.build_cache),
             KB_CANARY=self.canaries.env,
             SECRET_KEY=self.canaries.secret_key,
+            **(runner_env or {}),
         )
         self.runner_log = tmp_path / "runner-0.log"
 
@@ -345,10 +347,16 @@ def hardware(request):
 
 
 @pytest.fixture
+def runner_env() -> dict[str, str]:
+    """More of the arena runner's environment (a test module's own limits)."""
+    return {}
+
+
+@pytest.fixture
 def arena(transactional_db, tmp_path, start_runner, hardware, relu_problem, settings,
-          monkeypatch):
+          monkeypatch, runner_env):
     arena = Arena(tmp_path=tmp_path, start_runner=start_runner, hardware=hardware,
-                  problem=relu_problem)
+                  problem=relu_problem, runner_env=runner_env)
     # The queue's tasks are signed with the secret key: this process signs with the runner's.
     from django_q.conf import Conf
 
@@ -372,3 +380,43 @@ def compiled_victim_source(canary: str) -> tuple[str, str]:
     assert marker in source
     return source.replace(marker, f"{marker}\n// kb-victim-secret: {canary}", 1), backend
 
+
+
+def host_room() -> dict[str, int]:
+    """The host's free disk (where evaluations' folders and build slots are made) and memory,
+    and its shared memory in use (tmpfs and memfd pages), in MiB."""
+    import shutil
+    import tempfile
+
+    info = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            info[name] = int(value.split()[0]) // 1024
+    return {"disk_free_mb": shutil.disk_usage(tempfile.gettempdir()).free // 2**20,
+            "memory_available_mb": info.get("MemAvailable", 0), "shmem_mb": info.get("Shmem", 0)}
+
+
+def assert_room_back(before: dict[str, int], *, disk_mb: int = 200, shmem_mb: int = 64,
+                     memory_mb: int = 768, wait_s: float = 20.0) -> dict:
+    """The host's free disk and memory back to where they were, waited for a while (an
+    evaluation's pages go once its processes are). Within tolerances, since the host is shared:
+    shared memory (tmpfs and memfd pages, where these attacks put theirs) closely, the memory
+    available loosely (a spare judge starting, other work on the host)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        now = host_room()
+        short = {}
+        if now["disk_free_mb"] < before["disk_free_mb"] - disk_mb:
+            short["disk_free_mb"] = (before["disk_free_mb"], now["disk_free_mb"])
+        if now["memory_available_mb"] < before["memory_available_mb"] - memory_mb:
+            short["memory_available_mb"] = (before["memory_available_mb"],
+                                            now["memory_available_mb"])
+        if now["shmem_mb"] > before["shmem_mb"] + shmem_mb:
+            short["shmem_mb"] = (before["shmem_mb"], now["shmem_mb"])
+        if not short or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    print(f"KB-ROOM before {before} after {now}")
+    assert not short, f"the host did not get its room back (MiB, before and after): {short}"
+    return now
