@@ -88,12 +88,15 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cpu", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--only", default="", help="the kernels whose name holds this")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     device = "cpu" if args.cpu else "cuda"
     build = tempfile.mkdtemp(prefix="kb-bench-build-")
     rows, records = [], []
     for name, ref, kernel, backend in cases(args):
+        if args.only and not any(part in name for part in args.only.split(",")):
+            continue
         job = {"mode": "evaluate", "reference_source": ref, "candidate_source": kernel,
                "backend": backend, "precision": "fp32", "device": device, "n_trials": 5,
                "timing": dict(TIMING), "build_dir": build, "time_limit_s": 600,

@@ -9,7 +9,7 @@
 # evaluation per GPU and with several sharing it, and the timing proof), verdicts
 # cpuexploits (the CPU exploit suite, tests/exploits, on this host), clock (bench/judge_clock.py:
 # the judge's timing loop against the one before it, side by side; .bench-base holds the old
-# `evaluation` package, CLOCK_REPEATS), verdicts
+# `evaluation` package, CLOCK_REPEATS, CLOCK_ONLY), verdicts
 # (scripts/gpu_check.py --only verdicts: our kernels of gpu_kernels/verdicts/,
 # level-2 library GEMMs with a fused Triton epilogue, pure copy wrappers, a level-1 Triton matmul
 # in TF32 and in IEEE fp32, a Triton kernel never launched, and the verdict, flags, notes,
@@ -115,7 +115,8 @@ for section in $sections; do
         # The judge's timing loop against the one before it (bench/judge_clock.py), side by
         # side: medians and wall times; .bench-base holds the old `evaluation` package.
         clock) python3 bench/judge_clock.py --base .bench-base --problems "$KB" \
-                   --repeats "${CLOCK_REPEATS:-2}" --json "$OUT/clock.json" 2>&1 \
+                   --repeats "${CLOCK_REPEATS:-2}" ${CLOCK_ONLY:+--only "$CLOCK_ONLY"} \
+                   --json "$OUT/clock.json" 2>&1 \
                    | tee "$OUT/clock.log" ;;
         # One GPU shared by several evaluations (issue 22): the level 1 mix drained before and
         # after, side by side, on GPU 0 (bench/gpu_sharing.py; SHARING_COPIES, SHARING_ONLY,

@@ -1012,6 +1012,10 @@ class Judge:
         def local_call(values: list, flushes: int) -> tuple[dict, Any]:
             return self.local_path.call(calibration_call, values, flushes)
 
+        # A first message without tensors: it carries the channel's CUDA IPC probe, whose answer
+        # is in before any tensor travels (a message sent while the probe is out goes through
+        # host memory: seconds for a problem of several GB a tensor).
+        self.worker.request({"cmd": "ping"}, deadline=self.deadline, phase="start")
         self.echo = Echo()
         self.round_trip = round_trip(
             worker_call, local_call, draw, summarize=lambda out: summarize_output(
