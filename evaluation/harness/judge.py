@@ -180,6 +180,11 @@ class WorkerHandle:
             rc = None
         if rc is None:
             self.kill()
+            if "out of memory" in str(exc).lower():
+                # Its reply could not be copied for want of device memory: the device's state
+                # (beside other evaluations, a run alone follows), not a malformed reply.
+                return Verdict("out_of_memory", f"the device ran out of memory while the worker's "
+                               f"reply was copied during {phase}: {exc}")
             return Verdict("runtime_error",
                            f"the worker sent a malformed reply during {phase}: {exc}")
         sig = signal_name(rc)

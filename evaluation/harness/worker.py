@@ -304,7 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         except ProtocolError as exc:
             # The judge's message could not be read here (e.g. its GPU buffer could not be
             # mapped): say so rather than die, the judge decides.
-            channel.send({"ok": False, "verdict": "harness_error",
+            # Out of device memory while copying the message in is the device's state (beside
+            # other evaluations, a run alone follows), not a fault of the harness.
+            verdict = "out_of_memory" if "out of memory" in str(exc).lower() else "harness_error"
+            channel.send({"ok": False, "verdict": verdict,
                           "error": f"the worker could not read the judge's message: {exc}"})
             continue
         if header.get("cmd") == "exit":
