@@ -56,7 +56,8 @@ class CompetitionDetailSerializer(CompetitionSerializer):
     standings = StandingSerializer(many=True)
 
     def get_problems(self, competition: Competition) -> list[str]:
-        return list(competition.problems.order_by("level", "number").values_list("slug", flat=True))
+        problems = competition.problems.visible_to(self.context.get("user"))
+        return list(problems.order_by("level", "number").values_list("slug", flat=True))
 
     def get_scoring(self, competition: Competition) -> str:
         return "rank_points"
@@ -125,7 +126,9 @@ class CompetitionDetailApi(ApiMixin, APIView):
     def get(self, request, slug: str) -> Response:
         competition = get_object_or_404(_visible(request), slug=slug)
         competition.standings = competition_standings(competition)
-        return Response(CompetitionDetailSerializer(competition).data)
+        return Response(
+            CompetitionDetailSerializer(competition, context={"user": request.user}).data
+        )
 
 
 class CompetitionEntryApi(ApiMixin, APIView):
@@ -144,7 +147,8 @@ class CompetitionEntryApi(ApiMixin, APIView):
         competition = get_object_or_404(_visible(request), slug=slug)
         data = EntryInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        problem = competition.problems.filter(slug=data.validated_data["problem"]).first()
+        problems = competition.problems.visible_to(request.user)
+        problem = problems.filter(slug=data.validated_data["problem"]).first()
         if problem is None:
             return Response(
                 error_body(

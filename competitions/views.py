@@ -45,6 +45,9 @@ def competition_detail(request, slug: str):
     status = 200
     if request.user.is_authenticated and competition.phase() != Competition.Phase.UPCOMING:
         form = EntryForm(request.POST or None, request.FILES or None, competition=competition)
+        # Only the problems this user may submit to: a draft or held one is not there for them.
+        problem_field = form.fields["problem"]
+        problem_field.queryset = problem_field.queryset.open_for_submissions(request.user)
         if request.method == "POST":
             status = 400
             if form.is_valid():
@@ -71,7 +74,7 @@ def competition_detail(request, slug: str):
         {
             "competition": competition,
             "phase": competition.phase(),
-            "problems": competition.problems.order_by("level", "number"),
+            "problems": competition.problems.visible_to(request.user).order_by("level", "number"),
             "standings": standings,
             "form": form,
             "left_today": (

@@ -239,7 +239,9 @@ class BoardApi(ApiMixin, APIView):
         responses={200: BoardSerializer, 404: ApiErrorSerializer},
     )
     def get(self, request, level: int, number: int, hardware: str) -> Response:
-        problem = get_object_or_404(Problem, level=level, number=number)
+        problem = get_object_or_404(
+            Problem.objects.visible_to(request.user), level=level, number=number
+        )
         hw = get_object_or_404(Hardware, slug=hardware)
         data = {
             "problem": problem,

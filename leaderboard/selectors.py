@@ -18,7 +18,7 @@ from leaderboard.services import participant_fields, record_row
 from problems.models import Problem
 from submissions.models import Evaluation, Model
 from submissions.runs import run_first_outcomes, run_problems, run_samples
-from submissions.selectors import can_see_details, latest_evaluations, shown_error
+from submissions.selectors import can_see_source, latest_evaluations, shown_error
 
 BASELINES = scoring.BASELINES
 
@@ -269,7 +269,7 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
     elif level not in levels:
         raise ValueError(f"this run has no problems in level {level}")
     chosen = {key: e for key, e in run_samples(run).items() if e is not None}
-    evaluations = Evaluation.objects.select_related("submission").in_bulk(
+    evaluations = Evaluation.objects.select_related("submission__problem").in_bulk(
         [e["id"] for e in chosen.values()]
     )
     problems = Problem.objects.in_bulk({problem_id for problem_id, _ in chosen})
@@ -298,7 +298,7 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
         if evaluation.flags:
             metadata["flags"] = list(evaluation.flags)
         # The error text for the submitter and staff; others get the verdict's generic one.
-        error = shown_error(evaluation, details=can_see_details(evaluation.submission, viewer))
+        error = shown_error(evaluation, details=can_see_source(evaluation.submission, viewer))
         if error:
             known = verdicts.BY_NAME.get(evaluation.verdict)
             metadata[known.kernelbench_key if known else "other_error"] = error
@@ -407,8 +407,8 @@ def compare_side(submission, *, viewer) -> dict:
         "on_board": scoring.on_board(result) if result else False,
         "held": scoring.held(result) if result else False,
         "speedup": scoring.speedup(result) if result else None,
-        "error": shown_error(evaluation, details=can_see_details(submission, viewer)),
-        "code_visible": submission.code_visible_to(viewer),
+        "error": shown_error(evaluation, details=can_see_source(submission, viewer)),
+        "code_visible": can_see_source(submission, viewer),
     }
 
 

@@ -34,7 +34,9 @@ def _fast_p_series(rows: list[dict], *, name_key: str) -> list[tuple[str, dict[f
 
 
 def problem_board(request, level: int, number: int, hardware: str):
-    problem = get_object_or_404(Problem, level=level, number=number)
+    problem = get_object_or_404(
+        Problem.objects.visible_to(request.user), level=level, number=number
+    )
     hardware = get_object_or_404(Hardware, slug=hardware)
     rows = board_rows(problem=problem, hardware=hardware)
     flagged = flagged_rows(problem=problem, hardware=hardware)

@@ -33,6 +33,31 @@ class Tag(models.Model):
         return self.name
 
 
+class ProblemQuerySet(models.QuerySet):
+    """Who may see a problem and who may submit to it: the one rule, for pages, the API, the
+    form, competitions and submission_create alike.
+
+    Staff see every problem and submit to any but a retired one (curation tries drafts).
+    Everyone else sees the listed ones (published, and retired for the record) and submits to
+    published ones only: a draft or held problem is under curation, and its reference may not
+    even run (a held one was flagged by a validation), so it is as if it did not exist.
+    """
+
+    def visible_to(self, user):
+        if _is_staff(user):
+            return self.all()
+        return self.filter(status__in=Problem.LISTED)
+
+    def open_for_submissions(self, user):
+        if user is None or _is_staff(user):
+            return self.exclude(status=Problem.Status.RETIRED)
+        return self.filter(status__in=Problem.OPEN)
+
+
+def _is_staff(user) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_staff)
+
+
 class Problem(models.Model):
     """One reference program in KernelBench's format (`Model`, `get_inputs`, `get_init_inputs`).
 
@@ -60,6 +85,10 @@ class Problem(models.Model):
         PUBLIC = "public", "everyone"
         AFTER_DATE = "after_date", "everyone after a date"
 
+    # What everyone sees, and what everyone may submit to (ProblemQuerySet, the one rule).
+    LISTED = (Status.PUBLISHED, Status.RETIRED)
+    OPEN = (Status.PUBLISHED,)
+
     slug = models.CharField(max_length=200, unique=True)  # "level1/19_ReLU"
     level = models.PositiveSmallIntegerField(db_index=True)
     number = models.PositiveIntegerField()
@@ -83,6 +112,8 @@ class Problem(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = ProblemQuerySet.as_manager()
+
     class Meta:
         ordering = ["level", "number"]
         constraints = [
@@ -102,6 +133,22 @@ class Problem(models.Model):
     @property
     def is_open_for_submissions(self) -> bool:
         return self.status != self.Status.RETIRED
+
+    def reference_visible_to(self, user) -> bool:
+        """The reference's source: staff, else everyone once its code is public. Pages, the API
+        and the submit form's starter all ask here."""
+        return _is_staff(user) or (self.is_visible_to(user) and self.code_is_public())
+
+    def is_visible_to(self, user) -> bool:
+        """ProblemQuerySet.visible_to for this one row."""
+        return _is_staff(user) or self.status in self.LISTED
+
+    def takes_submissions_from(self, user) -> bool:
+        """ProblemQuerySet.open_for_submissions for this one row. No user is the site itself: a
+        model run's samples (runs are started by staff only)."""
+        if user is None or _is_staff(user):
+            return self.status != self.Status.RETIRED
+        return self.status in self.OPEN
 
     def code_is_public(self, now=None) -> bool:
         now = now or timezone.now()

@@ -2,7 +2,6 @@
 baselines, validation state and top results."""
 
 from django.db.models import Prefetch, Q
-from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 
 from evaluation.models import Hardware
@@ -33,7 +32,7 @@ def problem_list(request):
     status = request.GET.get("status", "")
     if request.user.is_staff and status in Problem.Status.values:
         statuses = [status]  # curators can look at drafts here too
-    problems = problems.filter(status__in=statuses)
+    problems = problems.visible_to(request.user).filter(status__in=statuses)
     level = request.GET.get("level", "")
     if level.isdigit():
         problems = problems.filter(level=int(level))
@@ -59,7 +58,8 @@ def problem_list(request):
         "problems/list.html",
         {
             "rows": rows,
-            "levels": Problem.objects.filter(status__in=statuses)
+            "levels": Problem.objects.visible_to(request.user)
+            .filter(status__in=statuses)
             .values_list("level", flat=True)
             .distinct()
             .order_by("level"),
@@ -73,14 +73,14 @@ def problem_list(request):
 
 
 def problem_detail(request, level: int, number: int):
+    # Drafts and held problems are under curation: not there for anyone but staff.
     problem = get_object_or_404(
-        Problem.objects.select_related("current_version").prefetch_related("tags"),
+        Problem.objects.visible_to(request.user)
+        .select_related("current_version")
+        .prefetch_related("tags"),
         level=level,
         number=number,
     )
-    listed = problem.status in (Problem.Status.PUBLISHED, Problem.Status.RETIRED)
-    if not listed and not request.user.is_staff:
-        raise Http404("No such problem.")  # drafts are under curation, not public yet
     all_hardware = list(Hardware.objects.all())
     baselines = {}
     for baseline in problem.baselines.select_related("hardware"):
@@ -104,9 +104,7 @@ def problem_detail(request, level: int, number: int):
         }
         if entry["eager"] or entry["compile"] or entry["validation"] or rows:
             per_hardware.append(entry)
-    code_visible = problem.code_is_public() or (
-        request.user.is_authenticated and request.user.is_staff
-    )
+    code_visible = problem.reference_visible_to(request.user)
     return render(
         request,
         "problems/detail.html",

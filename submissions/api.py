@@ -30,7 +30,12 @@ from submissions.authentication import (
 )
 from submissions.models import ApiToken, Submission
 from submissions.quotas import QuotaExceeded, quota_usage
-from submissions.selectors import can_see_details, hardware_overview, user_submissions
+from submissions.selectors import (
+    can_act_on,
+    can_see_source,
+    hardware_overview,
+    user_submissions,
+)
 from submissions.services import (
     BATCH_MAX,
     BatchError,
@@ -315,14 +320,15 @@ class ProblemListApi(ApiMixin, generics.ListAPIView):
         operation_id="problems_list",
         parameters=[s.ProblemFilterSerializer],
         responses={200: s.ProblemListSerializer(many=True), **BAD_REQUEST, **ERRORS},
-        description="Problems, retired ones only when asked for by `status`.",
+        description="Problems, retired ones only when asked for by `status`. Drafts and held "
+        "problems are listed to staff only.",
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         query = query_filters(s.ProblemFilterSerializer, self.request)
-        problems = Problem.objects.order_by("level", "number")
+        problems = Problem.objects.visible_to(self.request.user).order_by("level", "number")
         if query.get("status"):
             problems = problems.filter(status=query["status"])
         else:
@@ -345,13 +351,17 @@ class ProblemDetailApi(ApiMixin, generics.RetrieveAPIView):
     @extend_schema(
         operation_id="problems_retrieve",
         responses={200: s.ProblemDetailSerializer, **NOT_FOUND, **ERRORS},
-        description="One problem with its reference source, tolerances and baselines.",
+        description="One problem with its reference source (null where its code is not "
+        "public), tolerances and baselines. A draft or held problem is found by staff only.",
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "user": self.request.user}
+
     def get_object(self):
-        problem = self.get_queryset().filter(
+        problem = self.get_queryset().visible_to(self.request.user).filter(
             level=self.kwargs["level"], number=self.kwargs["number"]
         ).first()
         if problem is None:
@@ -502,8 +512,10 @@ class SubmissionDetailApi(ApiMixin, APIView):
         operation_id="submissions_retrieve",
         responses={200: s.SubmissionSerializer, **NOT_FOUND, **ERRORS},
         description="Status (queued, running, finished), verdict and the full evaluation. "
-        "The source follows the problem's code visibility; logs, tracebacks, error text and "
-        "seeds are shown to the owner and admins only (others get a generic error).",
+        "The source and everything derived from it (error text, compiler output, traceback, "
+        "logs, static report, profile, diagnosis, source hash) go to whoever may see the "
+        "source: the owner and admins, others where the problem's code is public and no "
+        "competition hides it; others get a generic error and nulls. Seeds: owner and admins.",
     )
     def get(self, request, pk: int) -> Response:
         submission = (
@@ -513,15 +525,13 @@ class SubmissionDetailApi(ApiMixin, APIView):
         )
         if submission is None:
             raise exceptions.NotFound(f"There is no submission {pk}.")
-        show_logs = can_see_details(submission, request.user)
         data = s.submission_data(
             request,
             submission,
-            show_code=submission.code_visible_to(request.user),
-            show_logs=show_logs,
+            show_source=can_see_source(submission, request.user),
+            owner=can_act_on(submission, request.user),
         )
-        serializer = s.SubmissionSerializer(data, context={"show_logs": show_logs})
-        return Response(serializer.data)
+        return Response(s.SubmissionSerializer(data, context=data["visibility"]).data)
 
 
 class SubmissionReverifyApi(ApiMixin, APIView):
@@ -544,7 +554,7 @@ class SubmissionReverifyApi(ApiMixin, APIView):
         "Follow the submission's `ranking` (or its events) to the outcome.",
     )
     def post(self, request, pk: int) -> Response:
-        submission = _own_submission(request, pk)
+        submission = _ncu_submission(request, pk)
         try:
             reverification = reverification_request_by_owner(
                 user=request.user, submission=submission
@@ -678,11 +688,13 @@ class TokenDetailApi(ApiMixin, APIView):
 # ---- Nsight Compute reports ---------------------------------------------------------------------
 
 
-def _own_submission(request, pk: int) -> Submission:
-    """The submission, for its owner and staff; others get 404 (its profiles are not theirs)."""
-    submission = Submission.objects.select_related("hardware").filter(pk=pk).first()
-    if submission is None or not can_see_details(submission, request.user):
-        raise exceptions.NotFound(f"You have no submission {pk}.")
+def _ncu_submission(request, pk: int, *, asking: bool = False) -> Submission:
+    """The submission whose reports are read (by whoever may see its source: kernel names and
+    figures tell about the code) or asked for (its owner and staff); others get 404."""
+    submission = Submission.objects.select_related("hardware", "problem").filter(pk=pk).first()
+    allowed = can_act_on if asking else can_see_source
+    if submission is None or not allowed(submission, request.user):
+        raise exceptions.NotFound(f"There is no submission {pk} of yours to profile.")
     return submission
 
 
@@ -692,10 +704,11 @@ class NcuReportListCreateApi(ApiMixin, APIView):
     @extend_schema(
         operation_id="submissions_ncu_list",
         responses={200: s.NcuReportSerializer(many=True), **NOT_FOUND, **ERRORS},
-        description="The submission's Nsight Compute reports, newest first (owner and admins).",
+        description="The submission's Nsight Compute reports, newest first (whoever may see "
+        "its source: the owner and admins, others where its code is public).",
     )
     def get(self, request, pk: int) -> Response:
-        submission = _own_submission(request, pk)
+        submission = _ncu_submission(request, pk)
         reports = submission.ncu_reports.defer("report")[:20]
         return Response(s.NcuReportSerializer(reports, many=True,
                                               context={"request": request}).data)
@@ -717,7 +730,7 @@ class NcuReportListCreateApi(ApiMixin, APIView):
         "QUOTA_NCU_REPORTS_PER_DAY per user and UTC day (429, code quota_ncu_reports).",
     )
     def post(self, request, pk: int) -> Response:
-        submission = _own_submission(request, pk)
+        submission = _ncu_submission(request, pk, asking=True)
         try:
             report = ncu_report_request(user=request.user, submission=submission)
         except NcuRequestError as error:
@@ -741,7 +754,7 @@ class NcuReportDetailApi(ApiMixin, APIView):
         "or running).",
     )
     def get(self, request, pk: int, report_pk: int) -> Response:
-        submission = _own_submission(request, pk)
+        submission = _ncu_submission(request, pk)
         report = submission.ncu_reports.defer("report").filter(pk=report_pk).first()
         if report is None:
             raise exceptions.NotFound(f"Submission {pk} has no report {report_pk}.")

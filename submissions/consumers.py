@@ -3,7 +3,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from kbsite.live import relay, submission_group
 from submissions.models import Submission
-from submissions.selectors import can_see_details, submission_status_payload, with_details
+from submissions.selectors import can_see_source, submission_status_payload, with_details
 
 
 class SubmissionConsumer(AsyncJsonWebsocketConsumer):
@@ -40,6 +40,6 @@ class SubmissionConsumer(AsyncJsonWebsocketConsumer):
         submission = Submission.objects.filter(pk=self.submission_id).first()
         if submission is None:
             return None
-        self.details = can_see_details(submission, self.scope.get("user"))
+        self.details = can_see_source(submission, self.scope.get("user"))
         payload = submission_status_payload(submission, details=self.details)
         return {"type": "snapshot", **payload}

@@ -24,7 +24,7 @@ from submissions.authentication import token_from_header
 from submissions.models import Submission
 from submissions.selectors import (
     RankingState,
-    can_see_details,
+    can_see_source,
     submission_status_payload,
     with_details,
 )
@@ -87,7 +87,7 @@ def _snapshot(pk: int, details: bool) -> dict | None:
 @_gives_back_connection
 def _may_see_details(pk: int, user) -> bool:
     submission = Submission.objects.filter(pk=pk).first()
-    return submission is not None and can_see_details(submission, user)
+    return submission is not None and can_see_source(submission, user)
 
 
 _with_details = _gives_back_connection(with_details)
@@ -112,7 +112,7 @@ def _events_after(group: str, last_id: int) -> list[tuple[int, dict]]:
 
 async def _stream(pk: int, *, last_id: int | None, details: bool) -> AsyncIterator[bytes]:
     """Events are stored without details (every viewer reads them); the owner and staff get
-    the error text added (selectors.can_see_details)."""
+    the error text added (selectors.can_see_source)."""
     group = submission_group(pk)
     if last_id is None:
         # Take the position first, then the snapshot: nothing can fall between the two.

@@ -65,12 +65,17 @@ class KernelSourceForm(forms.Form):
 class SubmissionForm(KernelSourceForm):
     field_order = ["problem", "backend", "hardware", "precision", "source_file", "source"]
 
-    problem = ProblemChoiceField(
-        queryset=Problem.objects.exclude(status=Problem.Status.RETIRED).order_by("level", "number")
-    )
+    problem = ProblemChoiceField(queryset=Problem.objects.none())
     backend = forms.ChoiceField(choices=Submission.Backend.choices, initial="torch")
     hardware = forms.ModelChoiceField(queryset=Hardware.objects.all(), to_field_name="slug")
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Only the problems this user may submit to (drafts and held ones for staff only).
+        self.fields["problem"].queryset = Problem.objects.open_for_submissions(user).order_by(
+            "level", "number"
+        )
 
 
 class SubmissionFilterForm(forms.Form):

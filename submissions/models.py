@@ -207,13 +207,10 @@ class Submission(models.Model):
         self.save(update_fields=["status", "verdict", "finished_at", "lease_expires_at"])
 
     def code_visible_to(self, user) -> bool:
-        if user.is_authenticated and (user.is_staff or user.pk == self.user_id):
-            return True
-        # A competition hides its entries' code from others until it ends, whatever the
-        # problem's own setting.
-        if self.code_hidden_until is not None and timezone.now() < self.code_hidden_until:
-            return False
-        return self.problem.code_is_public()
+        """submissions.selectors.can_see_source, the one rule (its home is with the reads)."""
+        from submissions.selectors import can_see_source  # selectors import this module
+
+        return can_see_source(self, user)
 
 
 class Evaluation(models.Model):

@@ -2,13 +2,14 @@
 
 import math
 import statistics
+import sys
 from collections.abc import Iterable
 
 from django.conf import settings
 from django.db.models import Count, Q, TextChoices
 from django.utils import timezone
 
-from evaluation import leases, scoring
+from evaluation import compile_log, leases, scoring
 from evaluation.harness import verdicts
 from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Hardware, Runner
@@ -19,11 +20,40 @@ DEFAULT_LOG_DISPLAY_CHARS = 64 * 1024
 LOG_FIELDS = ("error", "compile_log", "traceback", "logs")
 
 
+def _host_paths() -> dict[str, str]:
+    """This host's own paths, replaced in logs before compile_log's generic patterns (runners
+    of the embedded setup share them; other hosts' are caught by the patterns)."""
+    known = {"<build>": str(settings.BUILD_CACHE_DIR), "<site>": str(settings.BASE_DIR)}
+    if sys.prefix != sys.base_prefix:  # a virtualenv; a system prefix (/usr) says too little
+        known["<venv>"] = sys.prefix
+    return known
+
+
 def display_log(text: str | None) -> str:
-    """A stored log made fit to show: terminal escapes and control characters stripped, cut to
-    LOG_DISPLAY_MAX_CHARS with a marker. Escaping for HTML is the template's job."""
+    """A stored log made fit to show: terminal escapes and control characters stripped, the
+    harness's warnings left out and host paths replaced by placeholders (evaluation.compile_log),
+    cut to LOG_DISPLAY_MAX_CHARS with a marker. Escaping for HTML is the template's job."""
     limit = int(getattr(settings, "LOG_DISPLAY_MAX_CHARS", DEFAULT_LOG_DISPLAY_CHARS))
-    return truncate(clean_text(text or ""), limit)
+    return truncate(compile_log.readable(clean_text(text or ""), known=_host_paths()), limit)
+
+
+def first_compile_error(evaluation) -> dict | None:
+    """The compiler's first error of a failed build, at the submitted file's line where it maps
+    (evaluation.compile_log.first_error), its text shown as display_log shows it. Derived from
+    the source: only for a viewer whom can_see_source allows."""
+    if evaluation is None or evaluation.verdict != Evaluation.Verdict.COMPILE_ERROR:
+        return None
+    log = evaluation.compile_log or evaluation.error or ""
+    found = compile_log.first_error(clean_text(log), source=evaluation.submission.source)
+    if found is None:
+        return None
+    known = _host_paths()
+    return {
+        **found,
+        "message": compile_log.scrub_paths(found["message"], known=known),
+        "excerpt": compile_log.scrub_paths(found["excerpt"], known=known),
+        "summary": compile_log.scrub_paths(found["summary"], known=known),
+    }
 
 
 def latest_evaluations(*, submission_ids: Iterable[int], hardware_id: int) -> list[dict]:
@@ -45,20 +75,42 @@ def latest_evaluations(*, submission_ids: Iterable[int], hardware_id: int) -> li
     return list(latest.values())
 
 
-# ---- who sees an evaluation's details ------------------------------------------------------------
+# ---- who sees a source and what is derived from it ----------------------------------------------
 #
-# Compiler diagnostics, tracebacks, logs and error text quote the submitted source, which a
-# private problem keeps from everyone but the submitter: they go to the owner and staff only
-# (can_see_details, the one rule); everyone else gets the verdict and one of these messages.
-# Pages, the status JSON, the REST API and live events all build their error text here.
+# A kernel's source and everything derived from it (compiler output, tracebacks, logs, the error
+# text, the static report with its kernel and helper names, profiles with kernel names, Nsight
+# Compute reports, the diagnosis of a wrong output, the source's hash) go to whoever may see the
+# source, and to no one else: can_see_source is the one rule, and every page, the status JSON,
+# the REST API, live events and exports ask it. Everyone else gets the verdict, the timings and
+# one of these messages.
 
 GENERIC_ERRORS = {verdict.name: verdict.message for verdict in verdicts.ALL if verdict.message}
 GENERIC_ERROR = "The evaluation reported an error."
 
 
-def can_see_details(submission: Submission, user) -> bool:
-    """Compiler output, tracebacks, logs, error text and seeds: the owner and staff only."""
-    return bool(user and user.is_authenticated and (user.is_staff or user.pk == submission.user_id))
+def can_act_on(submission: Submission, user) -> bool:
+    """The owner and staff: they may ask for its re-verification or an Nsight Compute report,
+    and see its seeds (the judge's, not the source's: shown to the submitter only)."""
+    return bool(
+        user is not None
+        and user.is_authenticated
+        and (user.is_staff or user.pk == submission.user_id)
+    )
+
+
+def can_see_source(submission: Submission, user) -> bool:
+    """Whether `user` may see the submission's source, and so everything derived from it.
+
+    The owner and staff always. Others: never while a competition hides its entries' code (until
+    its end, code_hidden_until), else where the problem's code is public to them
+    (Problem.reference_visible_to: a visible problem, its code public or public after a date).
+    A private problem's submissions, a draft's or a held problem's stay with their owners.
+    """
+    if can_act_on(submission, user):
+        return True
+    if submission.code_hidden_until is not None and timezone.now() < submission.code_hidden_until:
+        return False
+    return submission.problem.reference_visible_to(user)
 
 
 def shown_error(evaluation, *, details: bool) -> str:
@@ -211,7 +263,7 @@ def submission_status_payload(submission: Submission, *, details: bool = False) 
 
 def with_details(payload: dict) -> dict:
     """A status payload (a live event's) with its evaluation's full error text, for a viewer
-    whom can_see_details allows."""
+    whom can_see_source allows."""
     summary = payload.get("evaluation")
     if not summary or not summary.get("error"):
         return payload

@@ -13,7 +13,8 @@ from submissions.selectors import (
     LOG_FIELDS,
     RankingDetail,
     RankingState,
-    display_log,
+    evaluation_logs,
+    first_compile_error,
     queue_estimate,
     shown_error,
     submission_ranking,
@@ -104,9 +105,20 @@ class ProblemDetailSerializer(ProblemListSerializer):
     )
     version = serializers.IntegerField(source="current_version.version", allow_null=True)
     source_hash = serializers.CharField(source="current_version.source_hash", allow_null=True)
-    source = serializers.CharField(help_text="The reference program (KernelBench format).")
-    open_for_submissions = serializers.BooleanField(source="is_open_for_submissions")
+    source = serializers.SerializerMethodField(
+        help_text="The reference program (KernelBench format); null where its code is not public."
+    )
+    open_for_submissions = serializers.SerializerMethodField(
+        help_text="Whether you may submit to it (a retired problem takes no submissions)."
+    )
     baselines = BaselineSerializer(many=True, source="baselines.all")
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_source(self, problem: Problem) -> str | None:
+        return problem.source if problem.reference_visible_to(self.context.get("user")) else None
+
+    def get_open_for_submissions(self, problem: Problem) -> bool:
+        return problem.takes_submissions_from(self.context.get("user"))
 
     def get_atol(self, problem: Problem) -> float:
         return effective_tolerance(problem, problem.precision)["atol"]
@@ -309,8 +321,10 @@ NOTES_HELP = ("Notes, not exploits: facts about an honest result, e.g. backend_s
 
 
 class EvaluationSerializer(serializers.Serializer):
-    """The full evaluation; logs, tracebacks, error text and seeds only for the owner and admins
-    (selectors.can_see_details): others get the verdict's generic error."""
+    """The full evaluation. What is derived from the source (error text, compiler output,
+    traceback, logs, static report, profile, diagnosis, source hash) only for whoever may see
+    the source (context "source", selectors.can_see_source); seeds only for the owner and admins
+    (context "owner", selectors.can_act_on). Others get the verdict's generic error and nulls."""
 
     id = serializers.IntegerField()
     attempt = serializers.IntegerField()
@@ -352,16 +366,30 @@ class EvaluationSerializer(serializers.Serializer):
     flags = serializers.ListField(child=serializers.JSONField(), source="exploit_flags",
                                   help_text=FLAGS_HELP)
     notes = NoteSerializer(many=True, help_text=NOTES_HELP)
-    static_report = serializers.DictField()
+    static_report = serializers.DictField(
+        allow_null=True,
+        help_text="What the source uses (kernels, helpers, imports, sizes) and the evidence "
+        "behind each check. Null for those who may not see the source.",
+    )
     environment = serializers.DictField()
     phases = serializers.DictField()
-    source_hash = serializers.CharField()
+    source_hash = serializers.CharField(
+        allow_null=True, help_text="Null for those who may not see the source."
+    )
     evaluator_version = serializers.CharField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField()
-    compile_log = serializers.CharField(allow_null=True, help_text="Owner and admins only.")
-    traceback = serializers.CharField(allow_null=True, help_text="Owner and admins only.")
-    logs = serializers.CharField(allow_null=True, help_text="Owner and admins only.")
+    compile_log = serializers.CharField(
+        allow_null=True, help_text="Whoever may see the source; host paths replaced by "
+        "placeholders (<venv>, <python>, <build>), harness warnings left out."
+    )
+    compile_error = serializers.SerializerMethodField(
+        help_text="Whoever may see the source: the compiler's first error (message, the "
+        "compiled file and line, and `source_line` in the submitted file where it maps), else "
+        "null."
+    )
+    traceback = serializers.CharField(allow_null=True, help_text="Whoever may see the source.")
+    logs = serializers.CharField(allow_null=True, help_text="Whoever may see the source.")
     seeds = serializers.DictField(allow_null=True, help_text="Owner and admins only.")
     profile = serializers.SerializerMethodField(
         help_text="Owner and admins only, GPU evaluations: where the device time went, per "
@@ -371,8 +399,14 @@ class EvaluationSerializer(serializers.Serializer):
     )
 
     @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_compile_error(self, evaluation) -> dict | None:
+        if not self.context.get("source"):
+            return None
+        return first_compile_error(evaluation)
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
     def get_diagnosis(self, evaluation) -> dict | None:
-        if not self.context.get("show_logs"):
+        if not self.context.get("source"):
             return None
         for trial in evaluation.trials or []:
             if isinstance(trial, dict) and trial.get("diagnosis"):
@@ -381,7 +415,7 @@ class EvaluationSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.DictField(allow_null=True))
     def get_profile(self, evaluation) -> dict | None:
-        if not self.context.get("show_logs"):
+        if not self.context.get("source"):
             return None
         view = profile_view(evaluation)
         if view is None:
@@ -390,15 +424,17 @@ class EvaluationSerializer(serializers.Serializer):
 
     def to_representation(self, evaluation):
         data = super().to_representation(evaluation)
-        details = bool(self.context.get("show_logs"))  # selectors.can_see_details
+        details = bool(self.context.get("source"))  # selectors.can_see_source
+        logs = evaluation_logs(evaluation, details=details)
         for field in LOG_FIELDS:
-            data[field] = display_log(data[field])
-        data["error"] = shown_error(evaluation, details=details)
+            data[field] = logs[field] if details or field == "error" else None
         if not details:
-            for field in ("compile_log", "traceback", "logs", "seeds"):
+            for field in ("static_report", "source_hash"):
                 data[field] = None
             data["trials"] = [{k: v for k, v in t.items() if k != "diagnosis"}
                               if isinstance(t, dict) else t for t in data["trials"]]
+        if not self.context.get("owner"):  # selectors.can_act_on
+            data["seeds"] = None
         return data
 
 
@@ -436,9 +472,13 @@ class SubmissionSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
-    source_hash = serializers.CharField()
+    source_hash = serializers.CharField(
+        allow_null=True, help_text="Null for those who may not see the source."
+    )
     source = serializers.CharField(
-        allow_null=True, help_text="Null when the problem keeps others' code private."
+        allow_null=True,
+        help_text="Null for those who may not see it: a private problem's, a draft's, or a "
+        "competition entry's while the competition hides code (selectors.can_see_source).",
     )
     urls = SubmissionUrlsSerializer()
     ranking = RankingSerializer(help_text="Whether its result ranks on its board, and why not.")
@@ -525,8 +565,10 @@ class QuotaSerializer(serializers.Serializer):
     resets_at = serializers.DateTimeField(help_text="When today's evaluation seconds reset.")
 
 
-def submission_data(request, submission: Submission, *, show_code: bool, show_logs: bool) -> dict:
-    """The API's view of one submission; the verdict's numbers come from its last evaluation."""
+def submission_data(request, submission: Submission, *, show_source: bool, owner: bool) -> dict:
+    """The API's view of one submission; the verdict's numbers come from its last evaluation.
+    `show_source`: selectors.can_see_source, for the source and all derived from it; `owner`:
+    selectors.can_act_on, for the seeds. Both go on as the serializer's context."""
     evaluation = submission.latest_evaluation
     estimate = queue_estimate(submission)
     return {
@@ -547,7 +589,7 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "speedup": evaluation.speedup if evaluation else None,
         "flags": evaluation.exploit_flags if evaluation else [],
         "notes": evaluation.notes if evaluation else [],
-        "error": shown_error(evaluation, details=show_logs) or None,
+        "error": shown_error(evaluation, details=show_source) or None,
         "queue_position": estimate["position"] if estimate else None,
         "queue_estimate_s": estimate["seconds"] if estimate else None,
         "progress": submission.progress or {},
@@ -555,12 +597,13 @@ def submission_data(request, submission: Submission, *, show_code: bool, show_lo
         "created_at": submission.created_at,
         "started_at": submission.started_at,
         "finished_at": submission.finished_at,
-        "source_hash": submission.source_hash,
-        "source": submission.source if show_code else None,
+        "source_hash": submission.source_hash if show_source else None,
+        "source": submission.source if show_source else None,
         "urls": submission_urls(request, submission),
         "ranking": submission_ranking(submission),
         "settled": submission.is_settled,
         "evaluation": evaluation,
+        "visibility": {"source": show_source, "owner": owner},
     }
 
 

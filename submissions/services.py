@@ -216,8 +216,13 @@ def _check_idempotency_key(key: str) -> None:
         )
 
 
-def _check_choices(*, problem: Problem, backend: str, hardware: Hardware, precision: str) -> None:
-    if not problem.is_open_for_submissions:
+def _check_choices(
+    *, user, problem: Problem, backend: str, hardware: Hardware, precision: str
+) -> None:
+    if not problem.is_visible_to(user):
+        # A draft or held problem does not exist for this user (Problem.objects.visible_to).
+        raise SubmissionError(f"There is no problem {problem.slug!r}.", code="unknown_problem")
+    if not problem.takes_submissions_from(user):
         raise SubmissionError(
             f"{problem.slug} is retired and takes no submissions.", code="retired"
         )
@@ -279,7 +284,9 @@ def submission_create(
     A locked or unreachable database raises DatabaseError with nothing stored.
     """
     _check_source(source)
-    _check_choices(problem=problem, backend=backend, hardware=hardware, precision=precision)
+    _check_choices(
+        user=user, problem=problem, backend=backend, hardware=hardware, precision=precision
+    )
     _check_idempotency_key(idempotency_key)
     check_kernel_source(source)
     if idempotency_key and user is not None:
@@ -321,13 +328,14 @@ def submission_create(
 
 
 def problem_for_submission(
-    *, slug: str = "", level: int | None = None, number: int | None = None
+    *, user=None, slug: str = "", level: int | None = None, number: int | None = None
 ) -> Problem:
     """The problem a request names: by its slug (`level1/19_ReLU`), or by level and number
-    (both given, they must name the same problem)."""
-    open_problems = Problem.objects.exclude(status=Problem.Status.RETIRED)
+    (both given, they must name the same problem). One the user may not see is not there."""
+    visible = Problem.objects.visible_to(user)
+    open_problems = Problem.objects.open_for_submissions(user)
     if slug:
-        problem = Problem.objects.filter(slug=slug).first()
+        problem = visible.filter(slug=slug).first()
         if problem is None:
             raise SubmissionError(
                 f"There is no problem {slug!r}.", code="unknown_problem",
@@ -348,7 +356,7 @@ def problem_for_submission(
             "`number`.",
             code="problem_required",
         )
-    problem = Problem.objects.filter(level=level, number=number).first()
+    problem = visible.filter(level=level, number=number).first()
     if problem is None:
         raise SubmissionError(
             f"There is no problem {number} in level {level}.",
@@ -437,7 +445,7 @@ def submission_resolve(
     one when left out, a model's name) into submission_create's arguments, checking everything,
     so a batch can be validated whole before anything is stored.
     """
-    problem = problem_for_submission(slug=problem, level=level, number=number)
+    problem = problem_for_submission(user=user, slug=problem, level=level, number=number)
     hardware_row = hardware_for_submission(slug=hardware)
     model_row, run_row = _model_and_run_for(user=user, model_name=model, run_id=run)
     kwargs = {
@@ -452,7 +460,8 @@ def submission_resolve(
     }
     _check_source(source)
     _check_choices(
-        problem=problem, backend=backend, hardware=hardware_row, precision=kwargs["precision"]
+        user=user, problem=problem, backend=backend, hardware=hardware_row,
+        precision=kwargs["precision"],
     )
     check_kernel_source(source)
     return kwargs

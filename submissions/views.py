@@ -31,8 +31,10 @@ from submissions.quotas import (
 )
 from submissions.selectors import (
     RANKING_LABELS,
-    can_see_details,
+    can_act_on,
+    can_see_source,
     evaluation_logs,
+    first_compile_error,
     submission_ranking,
     submission_status_payload,
     user_submissions,
@@ -66,26 +68,28 @@ def _human_choices(field) -> None:
     ]
 
 
-def _initial_problem(value: str) -> Problem | None:
+def _initial_problem(value: str, *, user) -> Problem | None:
+    problems = Problem.objects.open_for_submissions(user)
     if value.isdigit():
-        return Problem.objects.filter(pk=int(value)).first()
-    return Problem.objects.filter(slug=value).first()
+        return problems.filter(pk=int(value)).first()
+    return problems.filter(slug=value).first()
 
 
 @login_required
 def submission_new(request):
     initial = {}
     if request.GET.get("problem"):
-        initial["problem"] = _initial_problem(request.GET["problem"])
-        # A start: the reference as a ModelNew skeleton, where its page shows the reference.
+        initial["problem"] = _initial_problem(request.GET["problem"], user=request.user)
+        # A start: the reference as a ModelNew skeleton, where the user may see the reference.
         chosen = initial["problem"]
-        listed = (Problem.Status.PUBLISHED, Problem.Status.RETIRED)
-        if chosen is not None and (chosen.status in listed or request.user.is_staff):
+        if chosen is not None and chosen.reference_visible_to(request.user):
             initial["source"] = kernel_starter(chosen)
     all_hardware = list(Hardware.objects.all())
     if len(all_hardware) == 1:
         initial["hardware"] = all_hardware[0].slug  # nothing to choose: chosen already
-    form = SubmissionForm(request.POST or None, request.FILES or None, initial=initial)
+    form = SubmissionForm(
+        request.POST or None, request.FILES or None, initial=initial, user=request.user
+    )
     # Offer only the backends some hardware runs (a CPU-only site offers no CUDA); the service
     # refuses the others anyway. Hardware that does not list its backends may run any.
     if all_hardware and all(hw.backends for hw in all_hardware):
@@ -135,7 +139,11 @@ def submission_new(request):
 
 def _evaluation_context(request, submission: Submission) -> dict:
     evaluation = submission.latest_evaluation
-    details = can_see_details(submission, request.user)
+    # Everything derived from the source follows the source (selectors.can_see_source); asking
+    # for more (another re-verification, an Nsight Compute report) and the seeds are the
+    # owner's and staff's (can_act_on).
+    details = can_see_source(submission, request.user)
+    owner = can_act_on(submission, request.user)
     reverification = submission.reverifications.select_related(
         "evaluation", "checked_evaluation"
     ).first()
@@ -160,7 +168,7 @@ def _evaluation_context(request, submission: Submission) -> dict:
         "ranking_label": RANKING_LABELS.get(ranking["detail"], "") if ranking else "",
         "timing_floor_pct": round(100 * settings.TIMING_INTERVAL_FLOOR, 2),
         # The owner (and staff) may ask for another attempt at a held result.
-        "can_reverify": details and evaluation is not None and evaluation.timing_held
+        "can_reverify": owner and evaluation is not None and evaluation.timing_held
         and (reverification is None or reverification.is_finished),
         "reverify_per_day": reverifications_per_day(),
         "first_evaluation": first,
@@ -168,9 +176,13 @@ def _evaluation_context(request, submission: Submission) -> dict:
         # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.
         # Without details: the generic error, no logs.
         "logs": evaluation_logs(evaluation, details=details),
-        "show_code": submission.code_visible_to(request.user),
+        "show_code": details,
         "show_logs": details,
-        # Kernel names tell about the code: the owner and staff see where the time goes.
+        "show_seeds": owner,
+        "can_ask": owner,
+        # The compiler's first error at the submitted file's line, above the folded full log.
+        "compile_error": first_compile_error(evaluation) if details else None,
+        # Kernel names tell about the code: where the time goes follows the source too.
         "profile": profile_view(evaluation) if evaluation is not None and details else None,
     }
 
@@ -201,7 +213,7 @@ def submission_source(request, pk: int):
     Owner and admins always; others only when the problem makes code public.
     """
     submission = get_object_or_404(Submission.objects.select_related("problem"), pk=pk)
-    if not submission.code_visible_to(request.user):
+    if not can_see_source(submission, request.user):
         raise PermissionDenied("The code of this submission is not public.")
     filename = clean_filename(submission.filename) or f"submission-{submission.pk}.py"
     response = HttpResponse(submission.source, content_type="text/plain; charset=utf-8")
@@ -213,8 +225,8 @@ def submission_source(request, pk: int):
 
 def submission_status(request, pk: int):
     """Polling fallback for clients without websockets."""
-    submission = get_object_or_404(Submission, pk=pk)
-    details = can_see_details(submission, request.user)
+    submission = get_object_or_404(Submission.objects.select_related("problem"), pk=pk)
+    details = can_see_source(submission, request.user)
     return JsonResponse(submission_status_payload(submission, details=details))
 
 
@@ -332,6 +344,7 @@ def _ncu_context(request, submission: Submission) -> dict:
         "ncu_reports": reports,
         "ncu_open": any(r.is_open for r in reports),
         "ncu_per_day": ncu_reports_per_day(),
+        "can_ask": can_act_on(submission, request.user),
         "ncu_profile": (
             profile_view(evaluation, ncu_kernels=latest_done.kernels)
             if latest_done and evaluation is not None else None
@@ -340,12 +353,17 @@ def _ncu_context(request, submission: Submission) -> dict:
 
 
 def submission_ncu(request, pk: int):
-    """The Nsight Compute part of the submission page (owner and staff): GET renders it (the
-    page fetches it again while a report is open), POST asks for a new report."""
-    submission = get_object_or_404(Submission.objects.select_related("hardware"), pk=pk)
-    if not can_see_details(submission, request.user):
-        raise PermissionDenied("Only the submission's owner and staff see its profiles.")
+    """The Nsight Compute part of the submission page: GET renders it for whoever may see the
+    source (the page fetches it again while a report is open); POST asks for a new report
+    (owner and staff)."""
+    submission = get_object_or_404(
+        Submission.objects.select_related("hardware", "problem"), pk=pk
+    )
+    if not can_see_source(submission, request.user):
+        raise PermissionDenied("The code of this submission is not public, nor its profiles.")
     if request.method == "POST":
+        if not can_act_on(submission, request.user):
+            raise PermissionDenied("Only the submission's owner and staff ask for profiles.")
         try:
             ncu_report_request(user=request.user, submission=submission)
             messages.success(request, "Nsight Compute report queued; it appears below when "
@@ -361,7 +379,7 @@ def submission_ncu(request, pk: int):
 def submission_reverify(request, pk: int):
     """Another attempt at re-verification of a held result (owner and staff, within quota)."""
     submission = get_object_or_404(Submission, pk=pk)
-    if not can_see_details(submission, request.user):
+    if not can_act_on(submission, request.user):
         raise PermissionDenied("Only the submission's owner and staff can ask for this.")
     try:
         reverification_request_by_owner(user=request.user, submission=submission)
@@ -374,10 +392,10 @@ def submission_reverify(request, pk: int):
 
 @require_GET
 def submission_ncu_report(request, pk: int, report_pk: int):
-    """The .ncu-rep file, for Nsight Compute's UI (owner and staff)."""
-    submission = get_object_or_404(Submission, pk=pk)
-    if not can_see_details(submission, request.user):
-        raise PermissionDenied("Only the submission's owner and staff see its profiles.")
+    """The .ncu-rep file, for Nsight Compute's UI (whoever may see the source)."""
+    submission = get_object_or_404(Submission.objects.select_related("problem"), pk=pk)
+    if not can_see_source(submission, request.user):
+        raise PermissionDenied("The code of this submission is not public, nor its profiles.")
     report = get_object_or_404(NcuReport, pk=report_pk, submission=submission)
     if not report.has_file:
         raise Http404("This report has no file.")

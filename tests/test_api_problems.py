@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from evaluation.models import Hardware, Runner
@@ -124,8 +125,11 @@ def test_a_token_without_the_read_scope_cannot_read(api, user, sample_problems):
     assert "read" in response.json()["detail"]
 
 
-def test_a_draft_problem_is_listed_with_its_status(api, db):
+def test_a_draft_problem_is_listed_with_its_status_to_staff_only(api, db):
     problem_upsert(level=3, number=7, name="Draft", source="class Model: pass\n")
-    response = api.get("/api/v1/problems/", {"status": "draft"})
+    assert slugs(api.get("/api/v1/problems/", {"status": "draft"})) == []
+    admin = get_user_model().objects.create_user("cur", password="a-long-passphrase-9",
+                                                 is_staff=True)
+    response = api.with_token(token_for(admin)).get("/api/v1/problems/", {"status": "draft"})
     assert slugs(response) == ["level3/7_Draft"]
     assert Problem.objects.get(slug="level3/7_Draft").status == "draft"

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from evaluation.harness import ncu
+from problems.models import Problem
 from submissions.models import NcuReport
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import wait_for
@@ -57,9 +58,14 @@ def test_a_report_asked_for_through_the_api_ends_unavailable_on_a_runner_without
     assert [r["id"] for r in listed] == [report_id]
 
 
-def test_only_the_owner_and_staff_may_ask_and_see(finished, user):
+def test_only_the_owner_and_staff_may_ask_and_who_may_see_the_source_may_see(finished, user):
     bob = get_user_model().objects.create_user("bob", password="a-long-passphrase-1")
     assert api_for(bob).post(f"/api/v1/submissions/{finished.pk}/ncu/").status_code == 404
+    # The problem's code is public: so are the reports of its kernels (selectors.can_see_source).
+    assert api_for(bob).get(f"/api/v1/submissions/{finished.pk}/ncu/").status_code == 200
+    Problem.objects.filter(pk=finished.problem_id).update(
+        code_visibility=Problem.CodeVisibility.OWNER
+    )
     assert api_for(bob).get(f"/api/v1/submissions/{finished.pk}/ncu/").status_code == 404
     staff = get_user_model().objects.create_user("root", password="x", is_staff=True)
     assert api_for(staff).post(f"/api/v1/submissions/{finished.pk}/ncu/").status_code == 202
@@ -93,6 +99,11 @@ def test_the_page_asks_shows_the_result_and_serves_the_file_to_its_owner(
     download = client.get(f"/submissions/{finished.pk}/ncu/{report.pk}.ncu-rep")
     assert download.status_code == 200 and download.content == b"NCU-REP"
     client.force_login(get_user_model().objects.create_user("bob", password="x-long-pass-1"))
+    others = client.get(f"/submissions/{finished.pk}/ncu/").content.decode()
+    assert "new_gelu_kernel" in others and "Profile with Nsight Compute" not in others
+    Problem.objects.filter(pk=finished.problem_id).update(
+        code_visibility=Problem.CodeVisibility.OWNER
+    )  # a private problem's kernels: their reports stay with the owner
     assert client.get(f"/submissions/{finished.pk}/ncu/{report.pk}.ncu-rep").status_code == 403
     assert client.get(f"/submissions/{finished.pk}/ncu/").status_code == 403
 

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from problems.models import Problem
-from problems.services import kernel_starter
+from problems.starters import starter_source
 from submissions.models import Evaluation, Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source
@@ -94,14 +94,14 @@ def test_the_form_preselects_the_problem_from_the_link(client, relu_problem, cpu
     assert f'<option value="{relu_problem.pk}" selected>' in page
 
 
-def test_the_link_from_a_problem_starts_from_its_reference_as_a_model_new_skeleton(
+def test_the_link_from_a_problem_starts_from_its_pytorch_starter(
     client, relu_problem, cpu_hardware
 ):
     page = client.get(f"/submissions/new/?problem={relu_problem.pk}").content.decode()
     assert "class ModelNew(" in page and "class Model(" not in page
-    assert f"# Your kernel for {relu_problem.slug}" in page
-    # The skeleton passes the upload check as it is, and is evaluated like any kernel.
-    starter = kernel_starter(relu_problem)
+    assert f"# A PyTorch starter for {relu_problem.slug}" in page
+    # The starter passes the upload check as it is, and is evaluated like any kernel.
+    starter = starter_source(problem=relu_problem, backend="torch")
     response = client.post("/submissions/new/", form(relu_problem, source=starter))
     assert response.status_code == 302 and Submission.objects.get().source == starter
 
@@ -158,7 +158,11 @@ def test_the_page_shows_verdict_trials_timing_and_compiler_output(
     assert "trial 1: max diff 0.5" in page
 
 
-def test_others_see_the_verdict_but_not_the_logs(stranger_client, user, relu_problem, cpu_hardware):
+def test_others_see_the_verdict_but_not_the_logs_of_a_private_problem(
+    stranger_client, user, relu_problem, cpu_hardware
+):
+    relu_problem.code_visibility = "owner"  # logs follow the source (selectors.can_see_source)
+    relu_problem.save()
     submission = make(user, relu_problem, cpu_hardware)
     finish(submission)
     page = stranger_client.get(f"/submissions/{submission.pk}/").content.decode()
