@@ -804,10 +804,28 @@ class Judge:
             self.checks["output_nbytes"] = [t.numel() * t.element_size()
                                             for t in iter_tensors(out)]
             del out
+            self._cap_replies(inputs)
             self.checks["refresh"] = exploits.refresh_family(inputs)
         except Exception as exc:  # the problem's own quirks; the checks then do less
             self.checks.setdefault("errors", []).append(f"prepare: {short_message(exc)}")
             self.checks.setdefault("refresh", "none")
+
+    def _cap_replies(self, inputs: list) -> None:
+        """What the judge accepts in one reply of the worker, from the reference's own sizes:
+        an output (a correctness or timed call), the first timed outputs kept (probe.KEEP_BYTES)
+        beside one, or a copy of an input (the calibration), with room to spare; a reply that
+        declares more is refused before anything is allocated (protocol.Channel)."""
+        from .loading import iter_tensors
+        from .probe import KEEP_BYTES
+
+        out = sum(self.checks.get("output_nbytes") or [])
+        largest_input = max((t.numel() * t.element_size() for t in iter_tensors(inputs)),
+                            default=0)
+        cap = max(2 * out, KEEP_BYTES + out, largest_input) + (16 << 20)
+        channel = self.worker.channel if self.worker is not None else None
+        if channel is not None and getattr(channel, "max_tensor_bytes", None):
+            channel.max_tensor_bytes = min(channel.max_tensor_bytes, cap)
+        self.checks["reply_max_bytes"] = cap
 
     def _name_a_wrong_output(self, reference: Any, ref_model: Any, earlier_expected: list,
                              outputs: Any) -> list[str]:
