@@ -2,6 +2,7 @@
 #
 #   make run          web server on 127.0.0.1:$PORT (default 8000) + a runner serving the cpu queue
 #   make test         the test suite on the embedded default (SQLite, ORM broker); PYTEST_ARGS="..."
+#   make test-fast    the fast tier: every test that starts no process (minutes; after each change)
 #   make lint         ruff, then the import contracts (lint-imports, pyproject.toml)
 #   make scaled       local PostgreSQL + Redis (Debian packages), then web + runner against them
 #   make scaled-runner  one more runner on them (HARDWARE=cpu); make scaled-stop stops them
@@ -28,11 +29,11 @@ SCALED_MARKERS := scaled or integration
 
 # run_embedded reads PORT from the environment (default 8000): `PORT=9000 make run`.
 
-.PHONY: help run test lint format scaled scaled-runner scaled-stop test-scaled services venv \
-	system-deps lock gpu-wheels clean
+.PHONY: help run test test-fast lint format scaled scaled-runner scaled-stop test-scaled services \
+	venv system-deps lock gpu-wheels clean
 
 help:
-	@sed -n '3,11p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
 
 # ---- virtual environment ------------------------------------------------------------------------
 
@@ -73,14 +74,21 @@ run: $(STAMP) $(NODE_STAMP)
 	$(PY) manage.py run_embedded
 
 # pytest's exit code 5 means it collected no tests: that is a failure here, never a silent pass.
+# KB_TESTS_DIE_WITH_PARENT: make stopped (a time limit's SIGTERM) ends this recipe's shell, and
+# pytest below it then ends too, with every process its tests started (tests/environment.py).
 define run_pytest
-rc=0; $(PY) -m pytest $(1) || rc=$$?; \
+rc=0; KB_TESTS_DIE_WITH_PARENT=1 $(PY) -m pytest $(1) || rc=$$?; \
 if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests (exit 5): failing" >&2; fi; \
 exit $$rc
 endef
 
 test: $(STAMP) system-deps $(NODE_STAMP)
 	@$(call run_pytest,$(PYTEST_ARGS))
+
+# The tests marked slow (tests/conftest.py: a runner, daphne, chromium or the sandbox, the
+# exploit and attack suites) are left out; each of the others has a 2 s budget.
+test-fast: $(STAMP)
+	@$(call run_pytest,-m "not slow" $(PYTEST_ARGS))
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,10 +1,18 @@
-"""Shared fixtures: real processes (runner, web server) on the real test database file."""
+"""Shared fixtures: real processes (runner, web server, browser) on the real test database file,
+the stand-in harness, and the two tiers of the suite.
+
+Tiers: a test is `slow` when it starts real processes (a runner, daphne, chromium, the sandbox)
+or belongs to the exploit and attack suites; `make test-fast` (`pytest -m "not slow"`) runs the
+rest, in process, and each of those must finish its call within a budget (TEST_BUDGET_S, or
+`@pytest.mark.budget(seconds)` with a reason where one needs more), or it fails with its duration.
+"""
 
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,16 +20,118 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 
+from evaluation.harness import sandbox
 from evaluation.services import hardware_register
 from gpu_runner.detect import detect
 from problems.services import samples_load
+from tests.environment import die_with_parent
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+class QuickPasswordHasher(PBKDF2PasswordHasher):
+    """PBKDF2 with one iteration: a million take most of a second on CI's cores, and most tests
+    make a user. Its hashes are still `pbkdf2_sha256$1$...`, which the processes the tests start
+    (daphne, runners: the default hashers) verify, since PBKDF2 reads its iterations from the
+    hash."""
+
+    iterations = 1
+
+
+settings.PASSWORD_HASHERS = ["tests.conftest.QuickPasswordHasher"]
 # The KernelBench problem set that sits beside the repository (shared/kernelbench).
 KERNELBENCH = Path(os.environ.get("KERNELBENCH_PATH", REPO.parent / "shared" / "kernelbench"))
 KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+# ---- the two tiers -------------------------------------------------------------------------------
+
+# Fixtures that start real processes: a test that uses one is slow.
+SLOW_FIXTURES = frozenset(
+    {"start_runner", "live_site", "browser", "page_site", "site_url", "start_generation_cluster"}
+)
+# Markers of end-to-end tests: real runners, browsers, the scaled setup's services.
+SLOW_MARKERS = ("browser", "integration", "scaled", "gpu")
+# The exploit and attack suites: every case is a real evaluation in the real sandbox.
+SLOW_FOLDERS = ("exploits", "sandbox")
+# A test (or a helper of its module it calls) that refers to one of these starts processes.
+PROCESS_STARTERS = (
+    sandbox.run_job,
+    subprocess.Popen,
+    subprocess.run,
+    subprocess.call,
+    subprocess.check_call,
+    subprocess.check_output,
+)
+# The call phase's budget in the fast tier, in seconds (0: no budget).
+TEST_BUDGET_S = float(os.environ.get("TEST_BUDGET_S", "2"))
+
+
+def _starts_processes(function, seen: set | None = None) -> bool:
+    """Whether `function`, or a function of the tests' own modules it names, names a way of
+    starting a process (the sandbox's run_job, subprocess): read from its code, not run."""
+    seen = set() if seen is None else seen
+    code = getattr(function, "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    names = getattr(function, "__globals__", {})
+    codes = [code]
+    while codes:
+        current = codes.pop()
+        codes.extend(c for c in current.co_consts if hasattr(c, "co_names"))  # lambdas, inner defs
+        for name in current.co_names:
+            value = names.get(name)
+            if value is subprocess or any(value is starter for starter in PROCESS_STARTERS):
+                return True
+            module = getattr(value, "__module__", "") or ""
+            if callable(value) and module.startswith("tests.") and _starts_processes(value, seen):
+                return True
+    return False
+
+
+def is_slow(item: pytest.Item) -> bool:
+    if item.get_closest_marker("slow"):
+        return True
+    if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return True
+    if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+        return True
+    parts = Path(str(item.path)).relative_to(REPO / "tests").parts
+    if parts[0] in SLOW_FOLDERS:
+        return True
+    return _starts_processes(getattr(item, "function", None))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_slow(item) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+    # The browser tests last, together: they share one chromium for the whole session (started
+    # at the first, closed at the end), and Playwright's event loop then meets no asyncio test.
+    items.sort(key=lambda item: "browser" in getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A fast-tier test over its budget fails with its duration."""
+    report = yield
+    if call.when != "call" or not report.passed or item.get_closest_marker("slow"):
+        return report
+    marker = item.get_closest_marker("budget")
+    budget = float(marker.args[0]) if marker else TEST_BUDGET_S
+    if budget and report.duration > budget:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {report.duration:.2f} s, over the fast tier's budget of "
+            f"{budget:g} s: make it faster, give it a budget of its own "
+            "(@pytest.mark.budget(seconds), with the reason), or, where only a real process "
+            "shows what it tests, mark it slow and say so in its docstring."
+        )
+    return report
 
 
 def wait_for(predicate: Callable[[], object], *, timeout: float = 60, interval: float = 0.2):
@@ -136,20 +246,61 @@ def user(db):
     return get_user_model().objects.create_user(username="ada", password="a-long-passphrase-1")
 
 
+def start_process(args: list[str], *, log: Path, env: dict[str, str]) -> subprocess.Popen:
+    """Start a process of the project in its own session and process group (so stop_process
+    ends it and everything it started), writing its output to `log`.
+
+    Started from the main thread it also gets SIGTERM when this test process dies, even by
+    SIGKILL; tests/environment.py ends whatever is left at the end of the run in any case.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            args,
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # The death signal follows the thread that forks: not one of asgiref's threads,
+            # which may end before the process it started is done with.
+            preexec_fn=die_with_parent if main else None,
+        )
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_daphne(log: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """The real ASGI server (daphne) on a free port; returns the process and its URL."""
+    port = free_port()
+    process = start_process(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "kbsite.asgi:application"],
+        log=log,
+        env=env,
+    )
+    try:
+        wait_for(lambda: _listening(port) or process.poll() is not None, timeout=60)
+    except AssertionError:
+        stop_process(process)
+        raise
+    assert process.poll() is None, f"daphne ended at start: {log.read_text()[-2000:]}"
+    return process, f"http://127.0.0.1:{port}"
+
+
 @pytest.fixture
 def start_runner(tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
     """Start real `manage.py runner` processes (each in its own process group)."""
     started: list[subprocess.Popen] = []
 
     def start(hardware: str = "cpu", *args: str, **env: str) -> subprocess.Popen:
-        log = open(tmp_path / f"runner-{len(started)}.log", "w")  # noqa: SIM115 (lives on)
-        process = subprocess.Popen(
+        process = start_process(
             [sys.executable, "manage.py", "runner", "--hardware", hardware, *args],
-            cwd=REPO,
+            log=tmp_path / f"runner-{len(started)}.log",
             env=process_env(**env),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
         started.append(process)
         return process
@@ -159,33 +310,29 @@ def start_runner(tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
         stop_process(process)
 
 
-@pytest.fixture
-def live_site(tmp_path) -> Iterator[str]:
-    """The real ASGI server (daphne) on a free port, serving this run's database."""
-    port = free_port()
-    log = open(tmp_path / "daphne.log", "w")  # noqa: SIM115 (open while the server runs)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "kbsite.asgi:application"],
-        cwd=REPO,
-        env=process_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-    def listening() -> bool:
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
-
-    wait_for(listening, timeout=30)
-    yield f"http://127.0.0.1:{port}"
+@pytest.fixture(scope="session")
+def _live_site_process(django_db_setup, tmp_path_factory) -> Iterator[tuple[subprocess.Popen, str]]:
+    # One server for the whole run: each test's rows are its own (the tests that use it are
+    # transactional, and the server reads the same database file), and starting daphne costs
+    # seconds of Django's start-up each time.
+    process, url = start_daphne(tmp_path_factory.mktemp("daphne") / "daphne.log", process_env())
+    yield process, url
     stop_process(process)
 
 
 @pytest.fixture
+def live_site(_live_site_process) -> str:
+    """The real ASGI server (daphne), shared by the run's tests, serving this run's database."""
+    process, url = _live_site_process
+    assert process.poll() is None, "the shared daphne has ended (see its log in pytest's tmp)"
+    return url
+
+
+@pytest.fixture(scope="session")
 def browser():
-    """Debian's chromium driven by Playwright (no browser download)."""
+    """Debian's chromium driven by Playwright (no browser download), one for the whole run;
+    each test opens its own pages (`browser.new_page()`: a fresh context, no shared cookies).
+    The tests that use it run last (pytest_collection_modifyitems)."""
     playwright_sync = pytest.importorskip("playwright.sync_api")
     executable = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
     if not Path(executable).exists():
@@ -209,3 +356,64 @@ def browser():
         yield browser
         browser.close()
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+# ---- the stand-in harness ------------------------------------------------------------------------
+
+
+def stats(median_ms: float) -> dict:
+    return {
+        "median_ms": median_ms,
+        "mean_ms": median_ms,
+        "std_ms": 0.01,
+        "min_ms": median_ms * 0.9,
+        "max_ms": median_ms * 1.2,
+        "n": 20,
+    }
+
+
+class FakeHarness:
+    """Stands in for the sandboxed child: answers each job with the next canned result.
+
+    The runner's services (claiming, leases, storing, re-verification, boards, events) run for
+    real around it; the harness itself, and the runner process, have their own (slow) tests.
+    A job with no canned answer left fails the test: nothing is evaluated unexpectedly.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: list[dict] = []
+        self.answers: list[dict] = []
+        # Progress events sent to on_event before each answer, as the judge sends its phases.
+        self.events: list[dict] = []
+
+    def will_return(self, *, verdict: str = "correct", ms: float = 1.0, flags=()) -> None:
+        self.answers.append({"verdict": verdict, "ms": ms, "flags": list(flags)})
+
+    def run_job(self, job: dict, on_event=None) -> dict:
+        self.jobs.append(job)
+        assert self.answers, f"the stand-in harness has no answer left for job {len(self.jobs)}"
+        answer = self.answers.pop(0)
+        for event in self.events:
+            if on_event:
+                on_event(dict(event))
+        correct = answer["verdict"] == "correct"
+        return {
+            "verdict": answer["verdict"],
+            "correct": correct,
+            "error": "" if correct else "trial 1: the outputs differ from the reference",
+            "trials": [{"k": 1, "passed": correct}],
+            "candidate": stats(answer["ms"]),
+            "reference": stats(2.0),
+            "speedup": 2.0 / answer["ms"] if correct else None,
+            "flags": answer["flags"],
+            "seeds": {"server": job["seed"]},
+        }
+
+
+@pytest.fixture
+def harness(monkeypatch) -> FakeHarness:
+    """The runner's services in this process, with the sandboxed child replaced by canned
+    results (FakeHarness)."""
+    fake = FakeHarness()
+    monkeypatch.setattr(sandbox, "run_job", fake.run_job)
+    return fake

@@ -15,7 +15,6 @@ from django.test import Client
 from django.utils import timezone
 from django_q.models import OrmQ, Task
 
-from evaluation.harness import sandbox
 from evaluation.models import Runner
 from evaluation.services import runner_heartbeat
 from gpu_runner.services import evaluate_submission, reverify_submission
@@ -29,51 +28,6 @@ from tests.leaderboard_factory import make_result
 pytestmark = pytest.mark.django_db
 
 PENDING = Submission.ReverificationState.PENDING
-
-
-def stats(median_ms: float) -> dict:
-    return {
-        "median_ms": median_ms,
-        "mean_ms": median_ms,
-        "std_ms": 0.01,
-        "min_ms": median_ms * 0.9,
-        "max_ms": median_ms * 1.2,
-        "n": 20,
-    }
-
-
-class FakeHarness:
-    """Stands in for the sandboxed child: answers each job with the next canned result."""
-
-    def __init__(self) -> None:
-        self.jobs: list[dict] = []
-        self.answers: list[dict] = []
-
-    def will_return(self, *, verdict: str = "correct", ms: float = 1.0, flags=()) -> None:
-        self.answers.append({"verdict": verdict, "ms": ms, "flags": list(flags)})
-
-    def run_job(self, job: dict, on_event=None) -> dict:
-        self.jobs.append(job)
-        answer = self.answers.pop(0)
-        correct = answer["verdict"] == "correct"
-        return {
-            "verdict": answer["verdict"],
-            "correct": correct,
-            "error": "" if correct else "trial 1: the outputs differ from the reference",
-            "trials": [{"k": 1, "passed": correct}],
-            "candidate": stats(answer["ms"]),
-            "reference": stats(2.0),
-            "speedup": 2.0 / answer["ms"] if correct else None,
-            "flags": answer["flags"],
-            "seeds": {"server": job["seed"]},
-        }
-
-
-@pytest.fixture
-def harness(monkeypatch) -> FakeHarness:
-    fake = FakeHarness()
-    monkeypatch.setattr(sandbox, "run_job", fake.run_job)
-    return fake
 
 
 @pytest.fixture
