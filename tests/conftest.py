@@ -389,6 +389,10 @@ class FakeHarness:
     def will_return(self, *, verdict: str = "correct", ms: float = 1.0, flags=()) -> None:
         self.answers.append({"verdict": verdict, "ms": ms, "flags": list(flags)})
 
+    def will_answer(self, result: dict) -> None:
+        """The next job gets `result` as it is (a validation's, a baseline's)."""
+        self.answers.append({"result": result})
+
     def run_job(self, job: dict, on_event=None) -> dict:
         self.jobs.append(job)
         assert self.answers, f"the stand-in harness has no answer left for job {len(self.jobs)}"
@@ -396,6 +400,8 @@ class FakeHarness:
         for event in self.events:
             if on_event:
                 on_event(dict(event))
+        if "result" in answer:
+            return dict(answer["result"])
         correct = answer["verdict"] == "correct"
         return {
             "verdict": answer["verdict"],
