@@ -1,6 +1,5 @@
 """Problem workflows: importing references as versions, and curation state changes."""
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,22 +167,3 @@ def samples_load() -> list[ImportOutcome]:
             )
         )
     return outcomes
-
-
-STARTER_HEADER = (
-    "# Your kernel for {slug}: the reference with its Model renamed ModelNew. Keep the\n"
-    "# constructor's and forward's signatures; replace the body of forward (and anything it\n"
-    "# calls) with your CUDA (load_inline), Triton or C++ code.\n"
-)
-_MODEL_CLASS = re.compile(r"^class\s+Model\s*([(:])", re.MULTILINE)
-_MODEL_NAME = re.compile(r"\bsuper\(\s*Model\s*,")
-
-
-def kernel_starter(problem: Problem) -> str:
-    """A file to start a kernel from: the current reference, its Model renamed ModelNew (and
-    in `super(Model, self)`). Text only: nothing here runs it."""
-    reference = problem.current_version.source if problem.current_version_id else ""
-    if not _MODEL_CLASS.search(reference):
-        return ""
-    body = _MODEL_NAME.sub("super(ModelNew,", _MODEL_CLASS.sub(r"class ModelNew\1", reference))
-    return STARTER_HEADER.format(slug=problem.slug) + body

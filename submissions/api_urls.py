@@ -3,7 +3,7 @@
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from submissions import api, events, run_urls, views
+from submissions import api, events, run_urls, starter_api, views
 
 urlpatterns = [
     path("v1/problems/", api.ProblemListApi.as_view(), name="api_problems"),
@@ -11,6 +11,11 @@ urlpatterns = [
         "v1/problems/<int:level>/<int:number>/",
         api.ProblemDetailApi.as_view(),
         name="api_problem_detail",
+    ),
+    path(
+        "v1/problems/<path:problem_slug>/starter/",
+        starter_api.ProblemStarterApi.as_view(),
+        name="api_problem_starter",
     ),
     path("v1/hardware/", api.HardwareListApi.as_view(), name="api_hardware"),
     path("v1/submissions/", api.SubmissionListCreateApi.as_view(), name="api_submissions"),

@@ -1,5 +1,7 @@
 """Web pages: submit, a submission's live page, a user's list; accounts and API tokens."""
 
+from contextlib import suppress
+
 from django.apps import apps
 from django.conf import settings
 from django.contrib import messages
@@ -20,7 +22,7 @@ from evaluation.models import Hardware
 from evaluation.profiles import profile_view
 from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
-from problems.services import kernel_starter
+from problems.starters import StarterError, starter_source
 from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
 from submissions.models import ApiToken, Evaluation, NcuReport, Reverification, Submission
 from submissions.quotas import (
@@ -75,15 +77,27 @@ def _initial_problem(value: str, *, user) -> Problem | None:
     return problems.filter(slug=value).first()
 
 
+def _start_from_starter(request, form: SubmissionForm) -> None:
+    """?problem=...&backend=B: the form starts from that problem's working starter kernel in a
+    backend it offers (PyTorch unless asked), where the user may see the reference it holds."""
+    chosen = form.initial.get("problem")
+    offered = [value for value, _ in form.fields["backend"].choices]
+    backend = request.GET.get("backend") or form.fields["backend"].initial
+    if not request.GET.get("backend") and backend not in offered and offered:
+        backend = offered[0]
+    if chosen is None or backend not in offered:
+        return
+    form.initial["backend"] = backend
+    if chosen.reference_visible_to(request.user):
+        with suppress(StarterError):  # a reference without a Model class: nothing to start from
+            form.initial["source"] = starter_source(problem=chosen, backend=backend)
+
+
 @login_required
 def submission_new(request):
     initial = {}
     if request.GET.get("problem"):
         initial["problem"] = _initial_problem(request.GET["problem"], user=request.user)
-        # A start: the reference as a ModelNew skeleton, where the user may see the reference.
-        chosen = initial["problem"]
-        if chosen is not None and chosen.reference_visible_to(request.user):
-            initial["source"] = kernel_starter(chosen)
     all_hardware = list(Hardware.objects.all())
     if len(all_hardware) == 1:
         initial["hardware"] = all_hardware[0].slug  # nothing to choose: chosen already
@@ -101,6 +115,7 @@ def submission_new(request):
             for hw in all_hardware
         )
     _human_choices(form.fields["backend"])
+    _start_from_starter(request, form)
     problem = initial.get("problem")
     public_code = bool(problem and problem.code_is_public())
     status = 200

@@ -40,7 +40,15 @@ def to_json_schema(node):
 @functools.cache
 def _operations() -> list[tuple[re.Pattern, str]]:
     paths = sorted(openapi_schema()["paths"], key=lambda p: (p.count("{"), p))
-    return [(re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", p) + "$"), p) for p in paths]
+    # A problem's slug holds a slash ("level1/19_ReLU"); every other parameter is one segment.
+    segment = [(r"\{problem_slug\}", ".+"), (r"\{[^}]+\}", "[^/]+")]
+    return [(re.compile("^" + _fill(p, segment) + "$"), p) for p in paths]
+
+
+def _fill(path: str, patterns: list[tuple[str, str]]) -> str:
+    for parameter, pattern in patterns:
+        path = re.sub(parameter, pattern, path)
+    return path
 
 
 def response_schema(method: str, path: str, status: int) -> dict | None:
