@@ -3,7 +3,8 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.cache import cache_control
 from pygments.formatters import HtmlFormatter
 
@@ -25,11 +26,19 @@ def home(request):
         request,
         "home.html",
         {
-            "problem_count": Problem.objects.exclude(status=Problem.Status.RETIRED).count(),
+            # What a visitor finds on /problems/ (drafts, held and retired ones are not listed).
+            "problem_count": Problem.objects.filter(status=Problem.Status.PUBLISHED).count(),
             "hardware": Hardware.objects.all(),
             "recent": recent,
         },
     )
+
+
+@cache_control(max_age=86400, public=True)
+def favicon(request):
+    """/favicon.ico, which browsers and crawlers ask for whatever a page's icon link says: the
+    site's icon from static files."""
+    return redirect(static("kbsite/favicon.ico"))
 
 
 @cache_control(max_age=86400, public=True)

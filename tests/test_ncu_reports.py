@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from evaluation.harness import ncu
+from evaluation.services import hardware_register
 from problems.models import Problem
 from submissions.models import NcuReport
 from tests.api_support import SchemaCheckedClient, token_for
@@ -83,8 +84,11 @@ def test_the_daily_quota_answers_429(finished, user, settings):
 
 
 def test_the_page_asks_shows_the_result_and_serves_the_file_to_its_owner(
-    client, finished, user
+    client, relu_problem, user
 ):
+    # On a GPU: a CPU submission's page offers no Nsight Compute (test_submission_page_states).
+    gpu = hardware_register(slug="h200", name="NVIDIA H200", kind="gpu")
+    finished = make_result(problem=relu_problem, hardware=gpu, user=user).submission
     client.force_login(user)
     page = client.post(f"/submissions/{finished.pk}/ncu/", follow=True).content.decode()
     assert "Nsight Compute report queued" in page and "Report in progress" in page

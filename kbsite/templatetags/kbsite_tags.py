@@ -34,6 +34,19 @@ def human(value) -> str:
     return human_label(value)
 
 
+# Nothing is compiled for a plain PyTorch kernel: the judge's "compiling" step only loads it.
+# static/kbsite/live.js says the same while the page is live.
+UNCOMPILED_BACKENDS = ("torch",)
+
+
+@register.filter
+def phase_label(phase, backend: str = "") -> str:
+    """A running evaluation's phase in words, for the submission's backend."""
+    if phase == "compiling" and backend in UNCOMPILED_BACKENDS:
+        return "loading"
+    return human_label(phase)
+
+
 # Where a traceback points into the submitted file (the harness runs it as candidate.py).
 CANDIDATE_LINE = re.compile(r'candidate\.py", line (\d+)')
 

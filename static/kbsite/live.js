@@ -37,12 +37,19 @@
   }
 
   // What the runner is doing, in words (as the page renders it): never blank while it runs.
-  function progressText(state) {
+  // Nothing is compiled for plain PyTorch (kbsite_tags.phase_label says the same).
+  function progressText(state, backend) {
     var p = state.progress || {};
     if (state.status !== "running") { return ""; }
     if (p.type === "trial" && p.n) { return "trial " + p.k + " of " + p.n; }
+    if (p.phase === "compiling" && backend === "torch") { return "loading"; }
     if (p.phase) { return label(p.phase); }
     return "starting";
+  }
+
+  // Finished, and its ranking no longer pending a re-verification (Submission.is_settled).
+  function settled(state) {
+    return state.status === "finished" && !(state.ranking && state.ranking.state === "pending");
   }
 
   var clock = { started: null, finished: null, timer: null };
@@ -62,8 +69,11 @@
     if (!state || !state.status) { return; }
     var status = document.getElementById("status");
     if (status) {
-      status.textContent = state.status;
-      status.className = "badge " + state.status;
+      // "finished" only once settled: until then its re-verification is running.
+      var reverifying = state.status === "finished" && !settled(state);
+      status.textContent = reverifying ? "re-verifying" : state.status;
+      status.className = "badge " + (reverifying ? "running" : state.status);
+      status.dataset.status = state.status;
     }
     if (state.status === "running" && !clock.started) { clock.started = Date.now(); }
     if (state.status === "finished" && !clock.finished) {
@@ -72,14 +82,16 @@
     if (clock.timer === null && state.status === "running") {
       clock.timer = setInterval(function () {
         var now = document.getElementById("status");
-        showElapsed(now ? now.textContent : "");
-        if (now && now.textContent !== "running") { clearInterval(clock.timer); clock.timer = null; }
+        var shown = now ? (now.dataset.status || now.textContent) : "";
+        showElapsed(shown);
+        if (shown !== "running") { clearInterval(clock.timer); clock.timer = null; }
       }, 1000);
     }
     showElapsed(state.status);
     // Position and estimate in words, from the server (submissions.selectors.queue_text).
     setText("queue-position", state.status === "queued" && state.queue_text ? "(" + state.queue_text + ")" : "");
-    setText("progress", progressText(state));
+    var section = document.getElementById("live-status");
+    setText("progress", progressText(state, section ? section.dataset.backend : ""));
     var bar = document.getElementById("progress-bar");
     var p = state.progress || {};
     if (bar) {
@@ -131,8 +143,7 @@
         .then(function (state) {
           renderSubmission(state);
           // On until settled: a would-be record's ranking is pending its re-verification.
-          var pending = state.ranking && state.ranking.state === "pending";
-          if (state.status !== "finished" || pending) { setTimeout(poll, 2000); }
+          if (!settled(state)) { setTimeout(poll, 2000); }
         })
         .catch(function () { setTimeout(poll, 5000); });
     }

@@ -13,7 +13,8 @@
     var target = document.getElementById("evaluation");
     var live = document.getElementById("live-status");
     if (!status || !target || !live) { return; }
-    function current() { return status.textContent.trim(); }
+    // The stored status (the badge may read "re-verifying" for a finished one).
+    function current() { return status.dataset.status || status.textContent.trim(); }
 
     function refreshPosition() {
       if (current() !== "queued") { return; }
