@@ -1,19 +1,65 @@
+from django import forms
 from django.contrib import admin, messages
+from django.db.models import Q
 
 from competitions.models import Competition, Entry
 from competitions.services import competition_close, competition_freeze
+from kbsite.templatetags.kbsite_tags import human_label
+from problems.models import Problem
+from submissions.models import Submission
+from submissions.services import PRECISIONS
+
+
+class CompetitionAdminForm(forms.ModelForm):
+    """Backends and precisions as boxes to tick (stored as JSON lists; none ticked allows all)."""
+
+    backends = forms.MultipleChoiceField(
+        choices=[(b, human_label(b)) for b in Submission.Backend.values],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="None ticked allows every backend the hardware runs.",
+    )
+    precisions = forms.MultipleChoiceField(
+        choices=[(p, p) for p in PRECISIONS],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="None ticked allows every precision.",
+    )
+
+    class Meta:
+        model = Competition
+        fields = [
+            "slug", "title", "description", "problems", "hardware", "backends", "precisions",
+            "starts_at", "ends_at", "daily_limit", "code_hidden", "published", "created_at",
+        ]
 
 
 @admin.register(Competition)
 class CompetitionAdmin(admin.ModelAdmin):
     """Create competitions, open and close them now, and freeze their standings."""
 
+    form = CompetitionAdminForm
     list_display = ("title", "slug", "hardware", "starts_at", "ends_at", "published", "frozen_at")
     list_filter = ("published", "hardware")
     prepopulated_fields = {"slug": ("title",)}
     filter_horizontal = ("problems",)
     readonly_fields = ("frozen_at", "final_standings")
     actions = ("open_now", "close_now", "freeze")
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "problems":
+            # Published problems only (drafts and held ones are not ready for entrants); a
+            # problem already in this competition stays listed, so saving does not drop it.
+            chosen = Q()
+            competition_id = request.resolver_match.kwargs.get("object_id")
+            if competition_id and str(competition_id).isdigit():
+                chosen = Q(competitions__pk=int(competition_id))
+            kwargs["queryset"] = (
+                Problem.objects.filter(Q(status=Problem.Status.PUBLISHED) | chosen)
+                .distinct()
+                .order_by("level", "number")
+            )
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     @admin.action(description="Open now (publish, start now)")
     def open_now(self, request, queryset) -> None:

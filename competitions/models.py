@@ -108,6 +108,7 @@ class Entry(models.Model):
 
     class Meta:
         ordering = ["-submitted_at"]
+        verbose_name_plural = "entries"
         indexes = [models.Index(fields=["competition", "user", "submitted_at"])]
 
     def __str__(self) -> str:

@@ -4,7 +4,9 @@ Scoring: rank points. On each problem the entrants with a result on the board (t
 correct, unflagged, timed, and re-verified where it set a record) are ordered by median time,
 ties to the earlier submission; the fastest of n gets n points, the next n-1, down to 1. A
 person's score is the sum over the problems; ties go to whoever reached it first (the latest
-submission time among the results counted). Rank points, rather than the geometric mean of
+submission time among the results counted). Whoever entered and has no point yet is listed
+without a rank. Each person's row has a cell per problem tried: rank, points, time, attempts.
+Rank points, rather than the geometric mean of
 speedups over the eager baseline, so that one problem with a huge speedup cannot outweigh
 steady work on all of them, and so that standings never depend on a baseline being measured on
 the competition's hardware.
@@ -147,7 +149,7 @@ def compute_standings(competition: Competition) -> list[dict]:
         solvers[entry.problem_id].append((result, entry))
     people: dict[int, dict] = {}
     for entry in entries:  # everyone who entered on time is listed, solved or not
-        people.setdefault(
+        row = people.setdefault(
             entry.user_id,
             {
                 "user": entry.user.username,
@@ -157,6 +159,12 @@ def compute_standings(competition: Competition) -> list[dict]:
                 "reached_at": None,
             },
         )
+        # Every problem tried has a cell, with its attempts; a ranked result fills in the rest.
+        cell = row["problems"].setdefault(
+            entry.problem.slug,
+            {"rank": None, "points": 0, "median_ms": None, "speedup": None, "attempts": 0},
+        )
+        cell["attempts"] += 1
     for ranked in solvers.values():
         ranked.sort(
             key=lambda pair: scoring.board_order(
@@ -168,13 +176,13 @@ def compute_standings(competition: Competition) -> list[dict]:
             row = people[entry.user_id]
             row["points"] += points
             row["solved"] += 1
-            row["problems"][entry.problem.slug] = {
-                "rank": place,
-                "points": points,
-                "median_ms": scoring.ranking_ms(result),
-                "speedup": scoring.speedup(result),
-                "submission_id": entry.submission_id,
-            }
+            row["problems"][entry.problem.slug].update(
+                rank=place,
+                points=points,
+                median_ms=scoring.ranking_ms(result),
+                speedup=scoring.speedup(result),
+                submission_id=entry.submission_id,
+            )
             submitted = entry.submitted_at.isoformat()
             if row["reached_at"] is None or submitted > row["reached_at"]:
                 row["reached_at"] = submitted
@@ -183,7 +191,8 @@ def compute_standings(competition: Competition) -> list[dict]:
         key=lambda r: (-r["points"], -r["solved"], r["reached_at"] or "~", r["user"]),
     )
     for rank, row in enumerate(rows, start=1):
-        row["rank"] = rank
+        # Entered but nothing on the board yet: listed, not ranked (no rank to share or beat).
+        row["rank"] = rank if row["points"] > 0 else None
         row["key"] = f"standing-{row['user']}"
     return rows
 

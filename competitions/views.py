@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
-from competitions.forms import EntryForm
+from competitions.forms import EntryForm, competition_backends, competition_precisions
 from competitions.models import Competition, Entry
 from competitions.services import (
     CompetitionError,
@@ -14,9 +14,22 @@ from competitions.services import (
     entries_left_today,
 )
 from leaderboard.exports import export_response
+from problems.starters import StarterError, starter_source
 from submissions.services import SubmissionError
 
 STANDINGS_COLUMNS = ["rank", "user", "points", "solved", "reached_at"]
+
+
+def _standings_table(competition: Competition, standings: list[dict], *, user) -> dict:
+    """The standings as the page shows them: a column per problem, each row's cells in that
+    order (points, time, attempts; empty where the person did not try it)."""
+    slugs = list(
+        competition.problems.visible_to(user).order_by("level", "number").values_list(
+            "slug", flat=True
+        )
+    )
+    rows = [{**row, "cells": [row["problems"].get(slug) for slug in slugs]} for row in standings]
+    return {"standings": rows, "problem_slugs": slugs}
 
 
 def _visible(request):
@@ -36,8 +49,9 @@ def competition_list(request):
 def competition_detail(request, slug: str):
     competition = get_object_or_404(_visible(request), slug=slug)
     standings = competition_standings(competition)
+    # The file is named SLUG-standings.csv: export_response adds the table's name.
     download = export_response(
-        request, {"standings": (STANDINGS_COLUMNS, standings)}, basename=f"{slug}-standings"
+        request, {"standings": (STANDINGS_COLUMNS, standings)}, basename=slug
     )
     if download:
         return download
@@ -48,6 +62,8 @@ def competition_detail(request, slug: str):
         # Only the problems this user may submit to: a draft or held one is not there for them.
         problem_field = form.fields["problem"]
         problem_field.queryset = problem_field.queryset.open_for_submissions(request.user)
+        if request.method == "GET":
+            _start_from_starter(request, form, competition=competition)
         if request.method == "POST":
             status = 400
             if form.is_valid():
@@ -74,8 +90,10 @@ def competition_detail(request, slug: str):
         {
             "competition": competition,
             "phase": competition.phase(),
+            "backends": competition_backends(competition),
+            "precisions": competition_precisions(competition),
             "problems": competition.problems.visible_to(request.user).order_by("level", "number"),
-            "standings": standings,
+            **_standings_table(competition, standings, user=request.user),
             "form": form,
             "left_today": (
                 entries_left_today(competition=competition, user=request.user)
@@ -87,13 +105,36 @@ def competition_detail(request, slug: str):
     )
 
 
+def _start_from_starter(request, form: EntryForm, *, competition: Competition) -> None:
+    """?problem=SLUG&backend=B (the page's starter picker): the form starts from that problem's
+    starter kernel in that backend, where the user may see the reference it contains."""
+    slug = request.GET.get("problem", "")
+    problem = form.fields["problem"].queryset.filter(slug=slug).first() if slug else None
+    if problem is None:
+        return
+    form.initial["problem"] = problem
+    backend = request.GET.get("backend", "")
+    if backend not in competition_backends(competition):
+        return
+    form.initial["backend"] = backend
+    if problem.reference_visible_to(request.user):
+        try:
+            form.initial["source"] = starter_source(problem=problem, backend=backend)
+        except StarterError:
+            pass  # a reference without a Model class: nothing to start from
+
+
 def competition_standings_part(request, slug: str):
     """The standings table alone: what the page fetches when told they changed."""
     competition = get_object_or_404(_visible(request), slug=slug)
+    standings = competition_standings(competition)
     return render(
         request,
         "competitions/_standings.html",
-        {"competition": competition, "standings": competition_standings(competition)},
+        {
+            "competition": competition,
+            **_standings_table(competition, standings, user=request.user),
+        },
     )
 
 

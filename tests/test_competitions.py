@@ -24,7 +24,7 @@ from competitions.services import (
 from evaluation.services import hardware_register
 from problems.models import Problem
 from submissions.models import Evaluation, Submission
-from tests.leaderboard_factory import make_problem, make_result
+from tests.leaderboard_factory import make_problem, make_result, make_submission
 
 pytestmark = pytest.mark.django_db
 
@@ -211,3 +211,92 @@ def test_a_draft_is_seen_by_staff_only(client, contest, people):
     people["a"].save()
     client.force_login(people["a"])
     assert client.get(contest.get_absolute_url()).status_code == 200
+
+
+# ---- the competition's page: entry form, starter, standings ----------------------------------
+
+
+def test_the_entry_form_offers_only_backends_allowed_and_served_with_the_sites_labels(
+    client, contest, people
+):
+    # The competition allows Triton and CUDA; its hardware runs CUDA, Triton and PyTorch, so
+    # both are offered, labelled as everywhere else, and C++ and PyTorch are not.
+    Competition.objects.filter(pk=contest.pk).update(backends=["triton", "cpp"])
+    contest.hardware.backends = ["cuda", "triton", "torch"]
+    contest.hardware.save()
+    client.force_login(people["a"])
+    page = client.get(contest.get_absolute_url()).content.decode()
+    form = page[page.index('id="entry-form"') :]
+    assert '<option value="triton" selected>Triton</option>' in form
+    assert 'value="cpp"' not in form and 'value="torch"' not in form
+    assert "Backends: Triton. Precisions: fp32." in page
+
+
+def test_an_entry_refused_by_the_rules_says_why_once(client, contest, people):
+    problem = contest.problems.first()
+    for n in range(3):
+        enter(contest, people["a"], problem, tag=str(n))
+    client.force_login(people["a"])
+    page = client.post(
+        contest.get_absolute_url(),
+        {"problem": problem.pk, "backend": "triton", "precision": "fp32", "source": KERNEL},
+    ).content.decode()
+    assert page.count("used today") == 1
+
+
+def test_the_entry_form_loads_a_working_starter_for_the_chosen_problem_and_backend(
+    client, contest, people
+):
+    problem = contest.problems.order_by("number").last()
+    client.force_login(people["a"])
+    page = client.get(
+        contest.get_absolute_url(), {"problem": problem.slug, "backend": "triton"}
+    ).content.decode()
+    assert f"# A Triton starter for {problem.slug}" in page
+    assert "@triton.jit" in page and "class ModelNew(Reference):" in page
+    assert f'<option value="{problem.slug}" selected>' in page
+    # A backend the competition does not take loads nothing.
+    page = client.get(
+        contest.get_absolute_url(), {"problem": problem.slug, "backend": "cpp"}
+    ).content.decode()
+    assert "starter for" not in page
+
+
+def test_standings_show_per_problem_cells_dates_like_the_site_and_rank_no_one_on_zero_points(
+    client, contest, people
+):
+    p1, p2 = contest.problems.order_by("number")
+    enter(contest, people["a"], p1, "a0")  # a first try, never evaluated
+    result(enter(contest, people["a"], p1, "a1"), ms=1.5)
+    result(enter(contest, people["b"], p2, "b1"), verdict="incorrect")
+    rows = competition_standings(contest)
+    assert [(r["rank"], r["user"], r["points"]) for r in rows] == [(1, "a", 1), (None, "b", 0)]
+    assert rows[0]["problems"][p1.slug]["attempts"] == 2
+    assert rows[1]["problems"][p2.slug] == {
+        "rank": None, "points": 0, "median_ms": None, "speedup": None, "attempts": 1
+    }
+
+    page = client.get(contest.get_absolute_url()).content.decode()
+    table = page[page.index('id="standings-table"') :]
+    assert f"<th class=\"problem-cell\" title=\"Points · time · attempts\">{p1.slug}</th>" in table
+    assert "1 pt</a> · 1.5 ms · <span class=\"attempts\">2 attempts</span>" in table
+    assert "no result yet</span> · <span class=\"attempts\">1 attempt</span>" in table
+    row_b = table[table.index('data-key="standing-b"') :]
+    assert row_b.split("</tr>")[0].count('<td class="rank">–</td>') == 1
+    # The date as the site writes it, not ISO.
+    reached = rows[0]["reached_at"]
+    assert reached[:16].replace("T", " ") in table and reached not in table
+
+
+def test_the_standings_download_is_named_after_the_competition(client, contest):
+    response = client.get(contest.get_absolute_url(), {"format": "csv"})
+    assert response["Content-Disposition"] == 'attachment; filename="spring-standings.csv"'
+
+
+def test_an_entrys_page_names_its_competition_with_a_link(client, contest, people):
+    entry = enter(contest, people["a"], contest.problems.first())
+    client.force_login(people["a"])
+    page = client.get(entry.submission.get_absolute_url()).content.decode()
+    assert f'<a href="{contest.get_absolute_url()}">Spring sprint</a>' in page
+    plain = make_submission(problem=entry.problem, hardware=contest.hardware, user=people["a"])
+    assert 'id="competition-entry"' not in client.get(plain.get_absolute_url()).content.decode()
