@@ -189,4 +189,5 @@ COLUMNS = {
         "date",
     ],
     "busiest": ["problem", "level", "number", "submissions", "participants", "ranked"],
+    "boards": ["problem", "level", "number", "hardware", "retired", "participants", "ranked"],
 }

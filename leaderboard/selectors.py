@@ -387,6 +387,39 @@ def busiest_problems(*, limit: int = 10) -> list[dict]:
     ]
 
 
+def board_index(*, hardware=None, level: int | None = None) -> list[dict]:
+    """Every board (problem x hardware) with a participant, by level and problem: its
+    participants and ranked kernels. Boards of listed problems only (published, and retired
+    ones for the record): what a visitor can open."""
+    listed = Problem.objects.filter(status__in=Problem.LISTED)
+    if level is not None:
+        listed = listed.filter(level=level)
+    entries = BestEntry.objects.filter(problem_id__in=listed.values("pk"))
+    if hardware is not None:
+        entries = entries.filter(hardware=hardware)
+    rows = (
+        entries.values(
+            "problem_id", "problem__slug", "problem__level", "problem__number", "problem__status",
+            "hardware__slug",
+        )
+        .annotate(participants=Count("id"), ranked=Count("rank"))
+        .order_by("problem__level", "problem__number", "hardware__slug")
+    )
+    return [
+        {
+            "key": f"board-{r['problem_id']}-{r['hardware__slug']}",
+            "problem": r["problem__slug"],
+            "level": r["problem__level"],
+            "number": r["problem__number"],
+            "hardware": r["hardware__slug"],
+            "retired": r["problem__status"] == Problem.Status.RETIRED,
+            "participants": r["participants"],
+            "ranked": r["ranked"],
+        }
+        for r in rows
+    ]
+
+
 # ---- comparing two submissions -----------------------------------------------------------------
 
 

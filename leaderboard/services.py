@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min, Q
+from django.db.models import Count, Min, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -271,6 +271,36 @@ def board_rows(*, problem, hardware) -> list[dict]:
     noise shown (with_noise)."""
     entries = _board_entries(problem, hardware).filter(rank__isnull=False).order_by("rank")
     return with_noise([board_row(e) for e in entries])
+
+
+# What the problems list shows of the boards (problems.views reads the boards through this
+# module, the one edge the layers allow it upward).
+def problem_solvers(*, problem_ids) -> dict[int, int]:
+    """Per problem: how many people (not models) have a kernel ranked on one of its boards."""
+    rows = (
+        BestEntry.objects.filter(
+            problem_id__in=problem_ids, rank__isnull=False, user_id__isnull=False
+        )
+        .values("problem_id")
+        .annotate(people=Count("user_id", distinct=True))
+    )
+    return {row["problem_id"]: row["people"] for row in rows}
+
+
+def problem_status_for(*, user, problem_ids) -> dict[int, str]:
+    """Per problem, this user's status: "solved" (a kernel ranked on one of its boards),
+    "tried" (a submission, none ranked); problems not tried are left out."""
+    if user is None or not user.is_authenticated:
+        return {}
+    tried = (
+        Submission.objects.filter(user=user, problem_id__in=problem_ids)
+        .values_list("problem_id", flat=True)
+        .distinct()
+    )
+    solved = BestEntry.objects.filter(
+        problem_id__in=problem_ids, rank__isnull=False, user=user
+    ).values_list("problem_id", flat=True)
+    return {**dict.fromkeys(tried, "tried"), **dict.fromkeys(solved, "solved")}
 
 
 def with_noise(rows: list[dict]) -> list[dict]:

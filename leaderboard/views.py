@@ -2,6 +2,7 @@
 ?format=csv|json&table=<name>; the REST API (leaderboard/api.py) serves the same data."""
 
 from django.contrib.auth import get_user_model
+from django.db.models import Case, Subquery, When
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
@@ -31,6 +32,18 @@ def _filters(request) -> TableFilterForm:
 
 def _fast_p_series(rows: list[dict], *, name_key: str) -> list[tuple[str, dict[float, float]]]:
     return [(r[name_key], {float(p): v for p, v in r["fast_p"].items()}) for r in rows]
+
+
+def _by_level(boards: list[dict]) -> list[dict]:
+    """The boards grouped by level, each group with its totals (boards listed in order)."""
+    levels: dict[int, dict] = {}
+    for board in boards:
+        group = levels.setdefault(
+            board["level"], {"level": board["level"], "boards": [], "ranked": 0}
+        )
+        group["boards"].append(board)
+        group["ranked"] += board["ranked"]
+    return list(levels.values())
 
 
 def problem_board(request, level: int, number: int, hardware: str):
@@ -86,12 +99,14 @@ def leaderboard_home(request):
     models = selectors.models_table(hardware=hardware, level=level, baseline=baseline)
     records = selectors.recent_records(limit=20, hardware=hardware)
     busiest = selectors.busiest_problems(limit=10)
+    boards = selectors.board_index(hardware=hardware, level=level)
     download = export_response(
         request,
         {
             "models": (COLUMNS["models"], models),
             "records": (COLUMNS["records"], records),
             "busiest": (COLUMNS["busiest"], busiest),
+            "boards": (COLUMNS["boards"], boards),
         },
         basename="leaderboard",
     )
@@ -118,6 +133,7 @@ def leaderboard_home(request):
             "models": models,
             "records": records,
             "busiest": busiest,
+            "board_levels": _by_level(boards),
             "thresholds": [selectors.p_label(p) for p in metrics.FAST_P_THRESHOLDS],
             "baseline": baseline,
             "live_hardware": hardware.slug if hardware else "",
@@ -288,11 +304,30 @@ def _submission_id(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
+PICKER_SIZE = 50
+
+
+def _compare_choices(request, a_id: int | None) -> list[Submission]:
+    """The viewer's own latest submissions to pick from, those of submission a's problem
+    first (a submission's page links here with ?a=ID)."""
+    if not request.user.is_authenticated:
+        return []
+    mine = Submission.objects.filter(user=request.user).select_related("problem")
+    first = Submission.objects.filter(pk=a_id).values("problem_id")[:1] if a_id else None
+    if first is not None:
+        mine = mine.annotate(
+            same=Case(When(problem_id=Subquery(first), then=0), default=1)
+        ).order_by("same", "-pk")
+    else:
+        mine = mine.order_by("-pk")
+    return list(mine.only("pk", "backend", "verdict", "status", "problem__slug")[:PICKER_SIZE])
+
+
 def submissions_compare(request):
     """Two submissions side by side: verdicts, timings, phases, and their code as a diff."""
     a_id, b_id = _submission_id(request.GET.get("a")), _submission_id(request.GET.get("b"))
     if a_id is None or b_id is None:
-        # The form alone (a submission's page links here with ?a=ID), or what is wrong.
+        # The picker alone (a submission's page links here with ?a=ID), or what is wrong.
         asked = bool(request.GET.get("b")) or (bool(request.GET.get("a")) and a_id is None)
         return render(
             request,
@@ -300,6 +335,7 @@ def submissions_compare(request):
             {
                 "message": "Give two submission numbers, e.g. ?a=12&b=15." if asked else "",
                 "a_value": a_id or "",
+                "choices": _compare_choices(request, a_id),
             },
             status=400 if asked else 200,
         )
@@ -311,7 +347,10 @@ def submissions_compare(request):
         return render(
             request,
             "leaderboard/compare.html",
-            {"message": f"No submission {', '.join(missing)}."},
+            {
+                "message": f"No submission {', '.join(missing)}.",
+                "choices": _compare_choices(request, None),
+            },
             status=404,
         )
     a, b = found[a_id], found[b_id]
@@ -330,5 +369,6 @@ def submissions_compare(request):
             "a": a,
             "b": b,
             "same_problem": a.problem_id == b.problem_id,
+            "choices": _compare_choices(request, a.pk),
         },
     )

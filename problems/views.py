@@ -1,15 +1,18 @@
 """Public problem pages: the list by level with search, and each problem with its reference,
 baselines, validation state and top results."""
 
-from django.db.models import Prefetch, Q
+from django.core.paginator import Paginator
+from django.db.models import Count, Prefetch, Q
 from django.shortcuts import get_object_or_404, render
 
 from evaluation.models import Hardware
-from leaderboard.services import board_rows
-from problems.models import Problem, Validation
+from leaderboard.services import board_rows, problem_solvers, problem_status_for
+from problems.difficulty import difficulty, level_medians
+from problems.models import Baseline, Problem, Validation
 
 TOP_RESULTS = 5
 LISTED = (Problem.Status.PUBLISHED,)
+PER_PAGE = 50
 
 
 def _latest_finished(validations) -> Validation | None:
@@ -44,20 +47,38 @@ def problem_list(request):
             | Q(description__icontains=text)
             | Q(tags__name__iexact=text)
         ).distinct()
+    page = Paginator(problems.order_by("level", "number"), PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    ids = [problem.pk for problem in page]
+    solvers = problem_solvers(problem_ids=ids)
+    mine = problem_status_for(user=request.user, problem_ids=ids)
+    baseline_ms, medians = _eager_baselines(ids)
     rows = [
         {
             "problem": problem,
             "validation": _latest_finished(problem.current_version.validations.all())
             if problem.current_version
             else None,
+            "difficulty": difficulty(
+                level=problem.level,
+                baseline_ms=baseline_ms.get(problem.pk),
+                level_median_ms=medians.get(problem.level),
+            ),
+            "solvers": solvers.get(problem.pk, 0),
+            "mine": mine.get(problem.pk, "not tried"),
         }
-        for problem in problems
+        for problem in page
     ]
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(
         request,
         "problems/list.html",
         {
             "rows": rows,
+            "page": page,
+            "query": query.urlencode(),
             "levels": Problem.objects.visible_to(request.user)
             .filter(status__in=statuses)
             .values_list("level", flat=True)
@@ -70,6 +91,25 @@ def problem_list(request):
             "statuses": Problem.Status.values if request.user.is_staff else [],
         },
     )
+
+
+def _eager_baselines(problem_ids: list[int]) -> tuple[dict[int, float], dict[int, float]]:
+    """The eager baselines that grade difficulty (problems.difficulty): on the hardware that
+    measured the most problems, each listed problem's, and each level's median over all."""
+    eager = Baseline.objects.filter(mode=Baseline.Mode.EAGER, problem__status__in=Problem.LISTED)
+    busiest = (
+        eager.values("hardware_id").annotate(n=Count("id")).order_by("-n", "hardware_id").first()
+    )
+    if busiest is None:
+        return {}, {}
+    measured = list(
+        eager.filter(hardware_id=busiest["hardware_id"]).values_list(
+            "problem_id", "problem__level", "median_ms"
+        )
+    )
+    ids = set(problem_ids)
+    mine = {problem_id: ms for problem_id, _, ms in measured if problem_id in ids}
+    return mine, level_medians([(level, ms) for _, level, ms in measured])
 
 
 def problem_detail(request, level: int, number: int):

@@ -115,7 +115,8 @@ def test_bad_filters_are_rejected_with_a_message(board):
     response = Client().get("/leaderboard/?level=zero&hardware=tpu")
     assert response.status_code == 400
     html = response.content.decode()
-    assert "Enter a whole number" in html and "Select a valid choice" in html
+    # Both filters are selects now: a value not offered is named as such.
+    assert "level: Select a valid choice" in html and "hardware: Select a valid choice" in html
 
 
 def test_the_model_page_shows_its_summary_runs_and_problems(board, gpu):
