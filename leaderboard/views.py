@@ -16,6 +16,7 @@ from leaderboard.models import Record
 from leaderboard.services import board_rows, flagged_rows, record_rows
 from problems.models import Problem
 from submissions.models import Model, Run, Submission
+from submissions.selectors import can_see_submission
 
 
 def _filters(request) -> TableFilterForm:
@@ -342,6 +343,8 @@ def submissions_compare(request):
     found = Submission.objects.select_related("problem", "hardware", "user", "model").in_bulk(
         [a_id, b_id]
     )
+    # A draft's or a held problem's submission is not there for others (can_see_submission).
+    found = {pk: s for pk, s in found.items() if can_see_submission(s, request.user)}
     missing = [str(pk) for pk in (a_id, b_id) if pk not in found]
     if missing:
         return render(

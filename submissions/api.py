@@ -33,6 +33,7 @@ from submissions.quotas import QuotaExceeded, quota_usage
 from submissions.selectors import (
     can_act_on,
     can_see_source,
+    can_see_submission,
     hardware_overview,
     user_submissions,
 )
@@ -523,7 +524,7 @@ class SubmissionDetailApi(ApiMixin, APIView):
             .filter(pk=pk)
             .first()
         )
-        if submission is None:
+        if submission is None or not can_see_submission(submission, request.user):
             raise exceptions.NotFound(f"There is no submission {pk}.")
         data = s.submission_data(
             request,

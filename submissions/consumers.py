@@ -3,7 +3,12 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from kbsite.live import relay, submission_group
 from submissions.models import Submission
-from submissions.selectors import can_see_source, submission_status_payload, with_details
+from submissions.selectors import (
+    can_see_source,
+    can_see_submission,
+    submission_status_payload,
+    with_details,
+)
 
 
 class SubmissionConsumer(AsyncJsonWebsocketConsumer):
@@ -37,8 +42,10 @@ class SubmissionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(payload)
 
     def _snapshot(self) -> dict | None:
-        submission = Submission.objects.filter(pk=self.submission_id).first()
-        if submission is None:
+        submission = (
+            Submission.objects.select_related("problem").filter(pk=self.submission_id).first()
+        )
+        if submission is None or not can_see_submission(submission, self.scope.get("user")):
             return None
         self.details = can_see_source(submission, self.scope.get("user"))
         payload = submission_status_payload(submission, details=self.details)

@@ -25,6 +25,7 @@ from submissions.models import Submission
 from submissions.selectors import (
     RankingState,
     can_see_source,
+    can_see_submission,
     submission_status_payload,
     with_details,
 )
@@ -86,8 +87,14 @@ def _snapshot(pk: int, details: bool) -> dict | None:
 
 @_gives_back_connection
 def _may_see_details(pk: int, user) -> bool:
-    submission = Submission.objects.filter(pk=pk).first()
+    submission = Submission.objects.select_related("problem").filter(pk=pk).first()
     return submission is not None and can_see_source(submission, user)
+
+
+@_gives_back_connection
+def _is_there_for(pk: int, user) -> bool:
+    submission = Submission.objects.select_related("problem").filter(pk=pk).first()
+    return submission is not None and can_see_submission(submission, user)
 
 
 _with_details = _gives_back_connection(with_details)
@@ -165,13 +172,12 @@ async def submission_events(request, pk: int):
     user, problem = await sync_to_async(_authenticate)(header)
     if problem:
         return JsonResponse({"detail": problem, "code": "authentication_failed"}, status=401)
-    exists = await Submission.objects.filter(pk=pk).aexists()
-    if not exists:
+    if user is None:
+        user = await request.auser()
+    if not await sync_to_async(_is_there_for)(pk, user):
         return JsonResponse(
             {"detail": f"There is no submission {pk}.", "code": "not_found"}, status=404
         )
-    if user is None:
-        user = await request.auser()
     details = await sync_to_async(_may_see_details)(pk, user)
     last_event = request.headers.get("Last-Event-ID", "")
     response = StreamingHttpResponse(

@@ -113,6 +113,13 @@ def can_see_source(submission: Submission, user) -> bool:
     return submission.problem.reference_visible_to(user)
 
 
+def can_see_submission(submission: Submission, user) -> bool:
+    """Whether the submission is there at all for `user` (its page, status, API and live
+    events): for its owner and staff, and for others where its problem is
+    (Problem.is_visible_to: a draft's or a held problem's submissions are not)."""
+    return can_act_on(submission, user) or submission.problem.is_visible_to(user)
+
+
 def shown_error(evaluation, *, details: bool) -> str:
     """The evaluation's error as display_log shows it, or a generic message without details."""
     if evaluation is None or not evaluation.error:

@@ -35,6 +35,7 @@ from submissions.selectors import (
     RANKING_LABELS,
     can_act_on,
     can_see_source,
+    can_see_submission,
     evaluation_logs,
     first_compile_error,
     submission_ranking,
@@ -202,10 +203,16 @@ def _evaluation_context(request, submission: Submission) -> dict:
     }
 
 
+def _submission_or_404(request, pk: int, *related: str) -> Submission:
+    """The submission, where it is there for this user (selectors.can_see_submission)."""
+    submission = get_object_or_404(Submission.objects.select_related("problem", *related), pk=pk)
+    if not can_see_submission(submission, request.user):
+        raise Http404("No such submission.")
+    return submission
+
+
 def submission_detail(request, pk: int):
-    submission = get_object_or_404(
-        Submission.objects.select_related("problem", "hardware", "user", "model"), pk=pk
-    )
+    submission = _submission_or_404(request, pk, "hardware", "user", "model")
     context = _evaluation_context(request, submission)
     context["status"] = submission_status_payload(submission, details=context["show_logs"])
     if context["show_logs"] and submission.status == Submission.Status.FINISHED:
@@ -215,7 +222,7 @@ def submission_detail(request, pk: int):
 
 def submission_evaluation(request, pk: int):
     """The evaluation part of the submission page, fetched by the page when a result lands."""
-    submission = get_object_or_404(Submission.objects.select_related("problem"), pk=pk)
+    submission = _submission_or_404(request, pk)
     return render(
         request, "submissions/_evaluation.html", _evaluation_context(request, submission)
     )
@@ -240,7 +247,7 @@ def submission_source(request, pk: int):
 
 def submission_status(request, pk: int):
     """Polling fallback for clients without websockets."""
-    submission = get_object_or_404(Submission.objects.select_related("problem"), pk=pk)
+    submission = _submission_or_404(request, pk)
     details = can_see_source(submission, request.user)
     return JsonResponse(submission_status_payload(submission, details=details))
 

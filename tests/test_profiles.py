@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from evaluation.harness.exploits import kernel_profile
 from evaluation.profiles import profile_view
 from evaluation.services import hardware_register
+from problems.models import Problem
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.leaderboard_factory import make_problem, make_result
 
@@ -91,14 +92,19 @@ def test_the_owner_sees_the_kernel_table_and_the_roofline_on_the_submission_page
     assert 'id="roofline"' in html and "<svg" in html
 
 
-def test_others_do_not_see_the_kernel_names(client, profiled):
+def test_others_do_not_see_the_kernel_names_of_a_private_problem(client, profiled):
     other = get_user_model().objects.create_user("bob", password="a-long-passphrase-1")
     client.force_login(other)
+    public = client.get(f"/submissions/{profiled.submission_id}/").content.decode()
+    assert "bias_relu_kernel" in public  # the code is public: so is where its time goes
+    # Kernel names follow the source (selectors.can_see_source): kept from others where the
+    # problem keeps its code private.
+    Problem.objects.filter(pk=profiled.submission.problem_id).update(code_visibility="owner")
     html = client.get(f"/submissions/{profiled.submission_id}/").content.decode()
     assert "bias_relu_kernel" not in html and 'id="roofline"' not in html
 
 
-def test_the_api_gives_the_profile_to_the_owner_only(profiled, owner):
+def test_the_api_gives_the_profile_to_who_may_see_the_source(profiled, owner):
     api = SchemaCheckedClient()
     data = api.with_token(token_for(owner)).get(
         f"/api/v1/submissions/{profiled.submission_id}/").json()
@@ -107,6 +113,9 @@ def test_the_api_gives_the_profile_to_the_owner_only(profiled, owner):
     assert profile["sides"][0]["kernels"][1]["own"] is True
     assert profile["peak_bandwidth_gbs"] == 4800 and "roofline" not in profile
     other = get_user_model().objects.create_user("bob", password="a-long-passphrase-1")
+    # Kernel names follow the source (selectors.can_see_source): kept from others where the
+    # problem keeps its code private.
+    Problem.objects.filter(pk=profiled.submission.problem_id).update(code_visibility="owner")
     data = SchemaCheckedClient().with_token(token_for(other)).get(
         f"/api/v1/submissions/{profiled.submission_id}/").json()
     assert data["evaluation"]["profile"] is None

@@ -150,6 +150,10 @@ def test_the_api_gives_what_is_derived_from_a_source_only_to_who_may_see_it(case
     response = api.get(f"/api/v1/submissions/{submission.pk}/")
     raw = response.content.decode()
     shown = who in allowed
+    if case == "draft" and who == "stranger":
+        # A draft's submission is not there at all for others (selectors.can_see_submission).
+        assert response.status_code == 404 and SECRET not in raw
+        return
     assert response.status_code == 200
     assert (SECRET in raw) == shown and (HELPER in raw) == shown
     body = json.loads(raw)
@@ -179,3 +183,19 @@ def test_live_events_carry_nothing_derived_from_the_source(cases, people):
         for who in VIEWERS:
             user = people[who] or AnonymousUser()
             assert events._may_see_details(submission.pk, user) == (who in allowed)
+
+
+@pytest.mark.parametrize("who", VIEWERS)
+def test_a_drafts_submission_is_not_there_for_others(who, people, gpu):
+    submission, allowed = make_case("draft", owner=people["owner"], hardware=gpu)
+    there = who in allowed
+    client = client_for(people[who])
+    pk = submission.pk
+    for url in (f"/submissions/{pk}/", f"/submissions/{pk}/evaluation/",
+                f"/submissions/{pk}/status.json"):
+        assert (client.get(url).status_code == 200) == there, url
+    compare = client.get(f"/leaderboard/compare/?a={pk}&b={pk}")
+    assert (compare.status_code == 200) == there
+    assert (submission.problem.slug in compare.content.decode()) == there
+    user = people[who] or AnonymousUser()
+    assert events._is_there_for(pk, user) == there

@@ -80,7 +80,12 @@ def test_the_page_shows_the_owner_the_tf32_hint_next_to_the_error_and_the_worst_
     assert 'data-precision-match="tf32"' in page
 
 
-def test_others_see_no_diagnosis_on_the_page_or_in_the_api(client, stranger, failed):
+def test_others_see_no_diagnosis_of_a_private_problem_on_the_page_or_in_the_api(
+    client, stranger, failed
+):
+    # The diagnosis follows the source (selectors.can_see_source).
+    failed.problem.code_visibility = "owner"
+    failed.problem.save(update_fields=["code_visibility"])
     client.force_login(stranger)
     page = client.get(f"/submissions/{failed.pk}/").content.decode()
     assert 'id="diagnosis"' not in page and "TF32" not in page
