@@ -104,6 +104,9 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
 
 def _end_on_signal(signum, frame) -> None:
     sweep()
+    # What the run would have cleaned up at its end (the build cache folder, ...), then the
+    # signal's own ending, so whoever stopped the run sees it stopped.
+    atexit._run_exitfuncs()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
