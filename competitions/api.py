@@ -37,12 +37,17 @@ class CompetitionSerializer(serializers.Serializer):
 
 
 class StandingSerializer(serializers.Serializer):
-    rank = serializers.IntegerField()
+    rank = serializers.IntegerField(
+        allow_null=True, help_text="Null for an entrant with no point yet: listed, not ranked."
+    )
     user = serializers.CharField()
     points = serializers.IntegerField()
     solved = serializers.IntegerField()
     reached_at = serializers.CharField(allow_null=True)
-    problems = serializers.DictField(help_text="Per problem slug: rank, points, median_ms, ...")
+    problems = serializers.DictField(
+        help_text="Per problem slug tried: rank, points, median_ms, speedup, attempts, and "
+        "submission_id where a kernel ranks."
+    )
 
 
 class CompetitionDetailSerializer(CompetitionSerializer):
