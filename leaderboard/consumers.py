@@ -18,7 +18,9 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
         await relay.ensure_started()
         self.group = board_group(problem_id, hardware_slug)
         await self.channel_layer.group_add(self.group, self.channel_name)
-        snapshot = await database_sync_to_async(self._snapshot)(problem_id, hardware_slug)
+        snapshot = await database_sync_to_async(self._snapshot)(
+            problem_id, hardware_slug, self.scope.get("user")
+        )
         if snapshot is None:
             await self.close(code=4404)
             return
@@ -33,8 +35,9 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(with_html(message["payload"]))
 
     @staticmethod
-    def _snapshot(problem_id: int, hardware_slug: str) -> dict | None:
-        problem = Problem.objects.filter(pk=problem_id).first()
+    def _snapshot(problem_id: int, hardware_slug: str, user) -> dict | None:
+        # A draft's or a held problem's board is not there for others than staff.
+        problem = Problem.objects.visible_to(user).filter(pk=problem_id).first()
         hardware = Hardware.objects.filter(slug=hardware_slug).first()
         if problem is None or hardware is None:
             return None

@@ -166,3 +166,14 @@ def test_a_private_problems_reference_is_shown_to_staff_only(who, people, hw):
     if who != "anonymous":
         start = page_client(people[who]).get("/submissions/new/", {"problem": problem.slug})
         assert ("pass  # 1" in start.content.decode()) == shown
+
+
+def test_a_drafts_live_board_is_not_there_for_others(people, hw):
+    from django.contrib.auth.models import AnonymousUser
+
+    from leaderboard.consumers import BoardConsumer
+
+    draft = make_problem(1, 7, status=Problem.Status.DRAFT)
+    for user in (AnonymousUser(), people["stranger"]):
+        assert BoardConsumer._snapshot(draft.pk, hw.slug, user) is None
+    assert BoardConsumer._snapshot(draft.pk, hw.slug, people["staff"]) is not None
