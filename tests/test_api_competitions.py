@@ -77,7 +77,8 @@ def test_entering_needs_a_login(contest):
 def test_an_entrant_without_points_is_listed_unranked_in_the_api_standings(contest, ada):
     client = SchemaCheckedClient().with_token(token_for(ada))
     body = {"problem": "level1/1_P1", "source": KERNEL, "backend": "triton"}
-    assert client.post("/api/v1/competitions/spring/entries/", body, format="json").status_code == 201
+    entered = client.post("/api/v1/competitions/spring/entries/", body, format="json")
+    assert entered.status_code == 201
     standings = client.get("/api/v1/competitions/spring/").json()["standings"]  # schema-checked
     assert [(r["user"], r["rank"], r["points"]) for r in standings] == [("ada", None, 0)]
     assert standings[0]["problems"]["level1/1_P1"]["attempts"] == 1
