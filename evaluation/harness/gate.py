@@ -21,6 +21,17 @@ cannot keep a timing waiting for ever (flock alone favours none). A step is shor
 its check); a step that hangs holds the others' timing back until its own evaluation's time
 limit ends it, and then its locks go with its process.
 
+The candidates' own processes take no turns: a kernel's thread or child can keep the device
+busy while another evaluation is timed. So each judge names its candidate processes in the
+gate's folder (`candidates()`): the evaluation's cgroup where the runner made one, and the roots
+of its sandboxes with the pid namespace they are numbered in. `exclusive()` stands every other
+evaluation's candidate processes still for the length of the window and lets them go on after:
+through the cgroup v2 freezer where there is a cgroup, else by SIGSTOP and SIGCONT to the whole
+tree under each root where the two judges number processes alike (a judge in a pid namespace
+of its own sees no other evaluation's processes: those it cannot stop are counted, not
+stopped). A judge also lets its own go on at each of its steps, so none stays stopped if the
+judge that stopped them died. What each window froze is recorded (`frozen`).
+
 `admitted()` keeps the device's memory from being over-committed: an evaluation waits to start
 until the memory it is expected to need (runner side: from the problem's validated peak) fits
 beside what the evaluations already admitted expect.
@@ -34,11 +45,13 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 TURNSTILE = "turnstile.lock"
+CANDIDATES = "candidates"  # one file per judge: the pids of its sandboxes' roots
 GATE = "gate.lock"
 LEDGER = "memory.json"
 LEDGER_LOCK = "memory.lock"
@@ -58,6 +71,10 @@ class DeviceGate:
         self._turnstile = self._gate = -1
         self.waited_s = 0.0  # time spent waiting for the device alone (phase "gate_wait")
         self.exclusive_held = False
+        self.own_roots: list[int] = []
+        self.own_cgroup: str | None = None
+        self._own_name = f"{os.getpid()}.{os.urandom(4).hex()}"  # its file in CANDIDATES
+        self.frozen: list[dict] = []  # per exclusive window: the other processes stopped
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._turnstile = os.open(self.folder / TURNSTILE, os.O_RDWR | os.O_CREAT, 0o600)
@@ -80,6 +97,67 @@ class DeviceGate:
                     raise TimeoutError("the device's gate was not free in time") from None
                 time.sleep(0.002)
 
+    def candidates(self, roots: list[int], cgroup: str | None = None) -> None:
+        """Name this evaluation's candidate processes (the roots of its sandboxes, and its
+        cgroup), so that another evaluation's timing stands them still."""
+        self.own_roots = [int(p) for p in roots]
+        self.own_cgroup = cgroup
+        if self.folder is None:
+            return
+        folder = self.folder / CANDIDATES
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f".{self._own_name}"
+        tmp.write_text(json.dumps({"roots": self.own_roots, "cgroup": cgroup,
+                                   "pid_ns": _pid_namespace()}))
+        os.replace(tmp, folder / self._own_name)
+
+    def _others(self) -> tuple[list[int], list[str], int]:
+        """The other evaluations' candidate processes on this device: pids to stop (whole
+        trees), cgroups to freeze, and how many evaluations could be reached by neither."""
+        from .evidence import process_tree
+
+        folder = self.folder / CANDIDATES if self.folder is not None else None
+        pids: list[int] = []
+        groups: list[str] = []
+        unreachable = 0
+        try:
+            names = os.listdir(folder) if folder is not None else []
+        except OSError:
+            return pids, groups, unreachable
+        ours = _pid_namespace()
+        for name in names:
+            judge = name.split(".", 1)[0]
+            if name == self._own_name or not judge.isdigit():
+                continue
+            try:
+                entry = json.loads((folder / name).read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(entry, dict):
+                continue
+            group = entry.get("cgroup")
+            if isinstance(group, str) and os.path.isfile(os.path.join(group, "cgroup.freeze")):
+                groups.append(group)
+            elif entry.get("pid_ns") == ours and _alive(int(judge)):
+                for root in entry.get("roots") or []:
+                    if isinstance(root, int) and root > 1 and _alive(root):
+                        pids += [root, *process_tree(root)]
+            else:
+                unreachable += 1
+        return pids, groups, unreachable
+
+    def _resume_own(self) -> None:
+        """Let this evaluation's candidate processes go on (a judge that stopped them for its
+        window and died would leave them stopped)."""
+        from .evidence import process_tree
+
+        if self.own_cgroup:
+            _freeze(self.own_cgroup, False)
+        for root in self.own_roots:
+            for pid in [root, *process_tree(root)]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGCONT)
+
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         if not self.active or self.exclusive_held:
@@ -90,6 +168,7 @@ class DeviceGate:
             self._lock(self._gate, fcntl.LOCK_SH)
         finally:
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        self._resume_own()  # inside the gate: no other evaluation is timed now
         try:
             yield
         finally:
@@ -110,9 +189,26 @@ class DeviceGate:
             self._lock(self._gate, fcntl.LOCK_EX)
             self.waited_s += time.perf_counter() - t0
             self.exclusive_held = True
+            stopped: list[int] = []
+            frozen: list[str] = []
             try:
+                # The other evaluations' candidate processes stand still for the window (their
+                # judges are outside it: they wait at the gate).
+                pids, groups, unreachable = self._others()
+                frozen = [g for g in groups if _freeze(g, True)]
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGSTOP)
+                        stopped.append(pid)
+                self.frozen.append({"processes": len(stopped), "cgroups": len(frozen),
+                                    "unreachable": unreachable, "at": time.time()})
                 yield
             finally:
+                for group in frozen:
+                    _freeze(group, False)
+                for pid in stopped:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGCONT)
                 self.exclusive_held = False
                 try:
                     if self.sync is not None:
@@ -123,11 +219,32 @@ class DeviceGate:
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
 
     def close(self) -> None:
+        if self.folder is not None:
+            with contextlib.suppress(OSError):
+                (self.folder / CANDIDATES / self._own_name).unlink()
         for fd in (self._turnstile, self._gate):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._turnstile = self._gate = -1
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (pids mean the same only within one)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _freeze(cgroup: str, on: bool) -> bool:
+    """The cgroup v2 freezer: every process of the cgroup stopped (on) or let go (off)."""
+    try:
+        with open(os.path.join(cgroup, "cgroup.freeze"), "w") as f:
+            f.write("1" if on else "0")
+        return True
+    except OSError:
+        return False
 
 
 def _alive(pid: int) -> bool:

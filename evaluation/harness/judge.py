@@ -85,6 +85,7 @@ class WorkerHandle:
             raise Verdict("harness_error", "no sandbox was configured for the candidate's "
                           "worker; refusing to run its code")
         self.jailed = decision.get("mode") == "bwrap"
+        self.cgroup: str | None = decision.get("cgroup") or None  # the evaluation's (jail.py)
         # Where the worker finds its build folder: the slot, as mounted inside the sandbox.
         self.build_dir: str | None = jail.BUILD if self.jailed else None
         # And where the judge finds it on the host (evidence.py reads what was built there).
@@ -514,6 +515,11 @@ class Judge:
             self.profiler = Profiler(handle, warm_posted=bool(
                 getattr(handle, "profiler_warm_posted", False)),
                 patience_s=job["profiler_patience_s"])
+
+        # Another evaluation's timing on this device stops these processes (gate.py).
+        self.gate.candidates([h.proc.pid for h in (self.worker, self.profiler and
+                                                   self.profiler.handle) if h is not None],
+                             cgroup=self.worker.cgroup)
 
         import torch
 
@@ -1147,6 +1153,8 @@ class Judge:
                           "input_sets": n_sets},
             "judge_clock": report,
             "cross_check": self._stream_check(cand.stats(), ref.stats()),
+            # Other evaluations' candidate processes stopped for the window (gate.py).
+            "neighbours_stopped": self.gate.frozen[-1] if self.gate.frozen else None,
         }
         if not report["confirmed"]:
             from .flags import TIMING_UNCONFIRMED

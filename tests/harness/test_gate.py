@@ -8,6 +8,7 @@ once through run_job and reads when each was timed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -270,3 +271,52 @@ def test_a_wait_to_run_alone_given_up_leaves_no_reservation(tmp_path: Path):
         pass  # a newcomer is not kept out by a reservation given up
     leave.set()
     holder.join(5)
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_another_evaluations_candidate_processes_stand_still_while_one_is_timed(tmp_path: Path):
+    """Needs real processes: a neighbour's sandbox root and its child, spinning, are stopped
+    (state T) for the length of the window and go on after it; the judge's own are never
+    stopped, and a neighbour's step lets its own go on if a window left them stopped."""
+    import subprocess
+    import sys
+
+    spin = "import subprocess, sys, time\n" \
+           "subprocess.Popen([sys.executable, '-c', 'while True: pass'])\nwhile True: pass\n"
+    neighbour = subprocess.Popen([sys.executable, "-c", spin])
+    own = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        from evaluation.harness.evidence import process_tree
+
+        deadline = time.monotonic() + 10
+        while not process_tree(neighbour.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = process_tree(neighbour.pid)[0]
+        theirs, ours = DeviceGate(tmp_path), DeviceGate(tmp_path)
+        theirs.candidates([neighbour.pid])
+        ours.candidates([own.pid])
+        with ours.exclusive():
+            time.sleep(0.2)
+            assert _state(neighbour.pid) == "T" and _state(child) == "T"
+            assert _state(own.pid) in ("R", "S")
+        assert ours.frozen[-1]["processes"] == 2
+        time.sleep(0.2)
+        assert _state(neighbour.pid) in ("R", "S") and _state(child) in ("R", "S")
+        # Left stopped (its judge died in the window): the neighbour's next step resumes them.
+        os.kill(neighbour.pid, 19)  # SIGSTOP
+        with theirs.shared():
+            assert _state(neighbour.pid) in ("R", "S")
+        theirs.close()
+        with ours.exclusive():  # a closed evaluation is no one's to stop
+            assert _state(neighbour.pid) in ("R", "S")
+        ours.close()
+    finally:
+        for proc in (neighbour, own):
+            for pid in [proc.pid, *process_tree(proc.pid)]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, 9)
+            proc.wait()
