@@ -454,15 +454,18 @@ def board_refresh_for(evaluation: Evaluation) -> EntryChange | None:
                 board_group(problem.pk, hardware.slug),
                 _board_change_payload(problem=problem, hardware=hardware, change=change),
             )
-            publish(
-                LEADERBOARD_GROUP,
-                _result_payload(
-                    problem=problem,
-                    hardware=hardware,
-                    change=change,
-                    participant=submission.participant,
-                ),
-            )
+            # Every visitor of the global pages gets these: a draft's or a held problem's
+            # results are for staff only (Problem.objects.visible_to), so they are left out.
+            if problem.status in Problem.LISTED:
+                publish(
+                    LEADERBOARD_GROUP,
+                    _result_payload(
+                        problem=problem,
+                        hardware=hardware,
+                        change=change,
+                        participant=submission.participant,
+                    ),
+                )
     except Exception:
         log.exception("could not refresh the board for evaluation %s", evaluation.pk)
         return None

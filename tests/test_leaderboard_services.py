@@ -265,9 +265,13 @@ def test_a_run_exports_kernelbenchs_eval_results_layout(gpu, llm):
     assert (second["runtime"], second["runtime_stats"]) == (-1.0, {})
     assert second["metadata"]["compilation_error"] == "compile_error happened"
     assert data["9"][0]["metadata"]["correctness_issue"] == "incorrect happened"
-    # Error text quotes the source: others than the submitter and staff get a generic message.
+    # Error text follows the source (selectors.can_see_source): everyone reads it where the
+    # problem's code is public; where it is private, others get a generic message.
     public = selectors.run_eval_results(run)
-    assert public["7"][1]["metadata"]["compilation_error"] == "The kernel did not compile."
+    assert public["7"][1]["metadata"]["compilation_error"] == "compile_error happened"
+    Problem.objects.filter(pk=p1.pk).update(code_visibility=Problem.CodeVisibility.OWNER)
+    private = selectors.run_eval_results(run)
+    assert private["7"][1]["metadata"]["compilation_error"] == "The kernel did not compile."
     assert set(first) == {
         "sample_id",
         "compiled",

@@ -177,3 +177,19 @@ def test_a_drafts_live_board_is_not_there_for_others(people, hw):
     for user in (AnonymousUser(), people["stranger"]):
         assert BoardConsumer._snapshot(draft.pk, hw.slug, user) is None
     assert BoardConsumer._snapshot(draft.pk, hw.slug, people["staff"]) is not None
+
+
+def test_a_drafts_results_are_not_published_to_every_visitor(
+    people, hw, django_capture_on_commit_callbacks
+):
+    from kbsite.models import LiveEvent
+    from tests.leaderboard_factory import make_result
+
+    draft = make_problem(1, 7, status=Problem.Status.DRAFT)
+    published = make_problem(1, 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        make_result(problem=draft, hardware=hw, user=people["staff"], ms=1.0)
+    assert not LiveEvent.objects.filter(group="leaderboard").exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        make_result(problem=published, hardware=hw, user=people["stranger"], ms=1.0)
+    assert LiveEvent.objects.filter(group="leaderboard").count() == 1
