@@ -523,7 +523,8 @@ def exploits_check(args: argparse.Namespace, out_path: Path | None) -> int:
                         "verdict": res["verdict"], "flags": sorted(flags), "ok": ok,
                         "error": res.get("error"), "checks": checks,
                         "candidate": res.get("candidate"), "reference": res.get("reference"),
-                        "static_risk": (res.get("static_report") or {}).get("risk")})
+                        "static_risk": (res.get("static_report") or {}).get("risk"),
+                        "judge_clock": (res.get("timing_detail") or {}).get("judge_clock")})
     note = same_process_freed_memory(args)
     print()
     head = f"{'exploit class':42} {'kernel':40} {'verdict':10} {'flags':44} ok"
