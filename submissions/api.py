@@ -555,7 +555,9 @@ class SubmissionReverifyApi(ApiMixin, APIView):
         "Follow the submission's `ranking` (or its events) to the outcome.",
     )
     def post(self, request, pk: int) -> Response:
-        submission = _ncu_submission(request, pk)
+        submission = Submission.objects.select_related("hardware", "problem").filter(pk=pk).first()
+        if submission is None or not can_act_on(submission, request.user):
+            raise exceptions.NotFound(f"You have no submission {pk}.")  # owner and staff only
         try:
             reverification = reverification_request_by_owner(
                 user=request.user, submission=submission
