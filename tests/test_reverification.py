@@ -298,6 +298,9 @@ def test_the_admin_action_queues_a_reverification_for_each_evaluated_submission(
 def test_real_runners_hold_new_records_until_another_runner_reverifies_and_catch_a_replay(
     user, bob, cpu_hardware, relu_problem, start_runner
 ):
+    """Slow: two real runner processes, the first handing the re-verification back and the
+    second running it with fresh seeds in the real harness, which catches a kernel that is
+    right only once; the tests above do the same with canned results."""
     env = {
         "REVERIFY_NEW_RECORDS": "1",
         # Long enough that the first runner, alone, must leave the re-verifications alone.

@@ -54,6 +54,9 @@ def logged_in_client(user):
 async def test_a_form_submission_is_evaluated_by_a_runner_and_streamed_live(
     cpu_hardware, relu_problem, logged_in_client, start_runner
 ):
+    """Slow: the whole path across real processes (web, a runner's django-q cluster, the
+    sandboxed harness, events back through the relay) with real timings and phases;
+    tests/test_flow_in_process.py covers the same logic in process."""
     right = await sync_to_async(submit_through_form)(
         logged_in_client, problem=relu_problem, source=kernel_source("relu_correct.py")
     )
@@ -104,6 +107,8 @@ async def test_a_form_submission_is_evaluated_by_a_runner_and_streamed_live(
 def test_the_candidate_runs_in_neither_the_web_nor_the_runner_process(
     cpu_hardware, relu_problem, logged_in_client, start_runner
 ):
+    """Slow: where the candidate's code runs (pid, uid, namespace, environment) is a fact about
+    real processes only."""
     submission = submit_through_form(
         logged_in_client, problem=relu_problem, source=kernel_source("relu_records_pid.py")
     )
