@@ -132,6 +132,8 @@ def test_open_streams_do_not_keep_the_pools_connections_from_other_requests(
 ):
     # Five streams on a pool of two: each held its connection for its whole life once, and
     # every other request then waited the pool's timeout and got a 503.
+    """Slow: open event streams and other requests to a real server process (daphne) sharing its
+    database pool."""
     url = f"{live_site}/api/v1/submissions/{submission.pk}/events/"
     streams = [requests.get(url, stream=True, timeout=30) for _ in range(5)]
     try:

@@ -15,6 +15,7 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
 def test_the_app_layers_hold_the_import_contract():
+    """Slow: lint-imports runs as its own process over the whole source tree."""
     result = subprocess.run(
         [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
         cwd=REPO, capture_output=True, text=True, timeout=120,

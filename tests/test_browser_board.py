@@ -15,6 +15,8 @@ def test_a_board_row_moves_up_when_a_faster_result_lands(
     browser, live_site, user, cpu_hardware, relu_problem, start_runner, django_user_model
 ):
     # Two earlier results, slower than any real ReLU: bob first, ada second.
+    """Slow: a real browser sees the board's row move through the page's websocket, without a
+    reload."""
     bob = django_user_model.objects.create_user(username="bob", password="a-long-passphrase-1")
     make_result(problem=relu_problem, hardware=cpu_hardware, user=user, ms=90_000.0)
     make_result(problem=relu_problem, hardware=cpu_hardware, user=bob, ms=80_000.0)

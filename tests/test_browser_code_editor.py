@@ -41,6 +41,7 @@ def errors_of(page) -> list[str]:
 def test_the_code_field_is_an_editor_and_what_is_typed_in_it_is_submitted(
     browser, live_site, user, cpu_hardware, relu_problem
 ):
+    """Slow: the editor is JavaScript: only a real browser types into it and submits."""
     context = logged_in(browser, live_site, user)
     page = context.new_page()
     errors = errors_of(page)
@@ -74,6 +75,7 @@ def test_the_code_field_is_an_editor_and_what_is_typed_in_it_is_submitted(
 def test_without_javascript_the_plain_textarea_submits(
     browser, live_site, user, cpu_hardware, relu_problem
 ):
+    """Slow: a real browser with JavaScript off submits the plain form."""
     context = logged_in(browser, live_site, user, java_script_enabled=False)
     page = context.new_page()
     page.goto(f"{live_site}/submissions/new/?problem={relu_problem.pk}")
@@ -92,6 +94,7 @@ def test_without_javascript_the_plain_textarea_submits(
 def test_when_the_editor_files_do_not_load_the_textarea_still_submits(
     browser, live_site, user, cpu_hardware, relu_problem
 ):
+    """Slow: a real browser whose editor files fail to load still submits the textarea."""
     context = logged_in(browser, live_site, user)
     context.route("**/static/codemirror/**", lambda route: route.abort())
     page = context.new_page()
@@ -114,6 +117,7 @@ def test_when_the_editor_files_do_not_load_the_textarea_still_submits(
 def test_the_competition_entry_form_has_the_editor_too(
     browser, live_site, user, cpu_hardware, relu_problem
 ):
+    """Slow: the entry form's editor is JavaScript, run by a real browser."""
     now = timezone.now()
     sprint = Competition.objects.create(
         slug="sprint", title="Sprint", hardware=cpu_hardware, backends=["torch"],

@@ -577,6 +577,8 @@ def _token_and_logout(context, base: str, folder: Path, prefix: str) -> dict:
 def test_every_page_of_an_empty_site_fits_a_phone_and_a_desktop_without_errors(
     browser, site_url, sample_problems, tmp_path, role
 ):
+    """Slow: layout overflow, console errors and failed requests exist only in a real browser on
+    the real server (DEBUG off, collected static files)."""
     site = fill_empty(sample_problems)
     result = visit_all(browser, site_url, site, state="empty", role=role,
                        folder=screenshot_dir(tmp_path))
@@ -588,6 +590,8 @@ def test_every_page_of_an_empty_site_fits_a_phone_and_a_desktop_without_errors(
 def test_every_page_of_a_busy_site_fits_a_phone_and_a_desktop_without_errors(
     browser, site_url, sample_problems, tmp_path, role
 ):
+    """Slow: layout overflow, console errors and failed requests exist only in a real browser on
+    the real server (DEBUG off, collected static files)."""
     site = fill_busy(sample_problems)
     result = visit_all(browser, site_url, site, state="filled", role=role,
                        folder=screenshot_dir(tmp_path))
@@ -659,6 +663,7 @@ def test_the_submission_page_shows_live_progress_trial_by_trial_and_the_time_tak
 
 
 def test_the_start_page_shows_a_new_result_without_a_reload(browser, site_url, sample_problems):
+    """Slow: a real browser sees the start page change through its websocket, without a reload."""
     from playwright.sync_api import expect
 
     site = fill_empty(sample_problems)

@@ -16,6 +16,7 @@ def person(name: str):
 
 
 def test_a_visitor_finds_who_is_best_overall_and_opens_their_page(browser, live_site):
+    """Slow: a visitor's clicks through real pages in a real browser."""
     from playwright.sync_api import expect
 
     gpu = hardware_register(slug="h200", name="NVIDIA H200", kind="gpu")
@@ -40,6 +41,7 @@ def test_a_visitor_finds_who_is_best_overall_and_opens_their_page(browser, live_
 
 
 def test_two_submissions_compared_side_by_side_with_their_diff(browser, live_site):
+    """Slow: the side-by-side diff is drawn in a real browser."""
     from playwright.sync_api import expect
 
     gpu = hardware_register(slug="h200", name="NVIDIA H200", kind="gpu")

@@ -15,6 +15,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 def test_a_new_user_signs_up_makes_a_token_submits_and_sees_the_verdict_live(
     browser, live_site, cpu_hardware, relu_problem, start_runner
 ):
+    """Slow: a new user's whole path in a real browser, the verdict arriving from a real runner
+    process."""
     page = browser.new_page()
     page.goto(f"{live_site}/accounts/signup/")
     page.fill("input[name=username]", "grace")

@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 def test_a_passing_reverification_updates_ranking_summary_and_evaluation_together(
     browser, live_site, cpu_hardware, relu_problem
 ):
+    """Slow: a real browser sees the page's parts change together when the event arrives."""
     ada = get_user_model().objects.create_user(username="ada", password="a-long-passphrase-1")
     first = make_result(problem=relu_problem, hardware=cpu_hardware, user=ada, ms=1.0)
     submission = first.submission

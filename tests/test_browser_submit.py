@@ -11,6 +11,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 def test_an_uploaded_kernel_shows_its_verdict_without_a_reload(
     browser, live_site, user, cpu_hardware, relu_problem, start_runner
 ):
+    """Slow: an upload in a real browser whose verdict comes from a real runner process, without a
+    reload."""
     start_runner()
     page = browser.new_page()
     page.goto(f"{live_site}/accounts/login/")

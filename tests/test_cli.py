@@ -54,6 +54,7 @@ def test_kb_says_how_to_log_in_when_it_is_not(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_kb_login_refuses_a_bad_token_and_saves_nothing(tmp_path, live_site, sample_problems):
+    """Slow: the real kb command, a process of its own, against the real server."""
     result = kb("login", "--url", live_site, "--token", "kb_wrong", home=tmp_path)
     assert result.returncode == 1
     assert "revoked" in result.stderr or "unknown" in result.stderr
@@ -64,6 +65,7 @@ def test_kb_login_refuses_a_bad_token_and_saves_nothing(tmp_path, live_site, sam
 def test_kb_submit_explains_a_refusal_with_the_allowed_values(
     tmp_path, live_site, user, relu_problem, cpu_hardware
 ):
+    """Slow: the real kb command, a process of its own, against the real server."""
     login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
     assert login.returncode == 0, login.stderr
     result = kb("submit", str(KERNELS / "relu_correct.py"), "--level", "1", "--number", "901",
@@ -78,6 +80,7 @@ def test_kb_submit_explains_a_refusal_with_the_allowed_values(
 def test_kb_submit_wait_follows_a_real_runner_to_the_verdict_and_the_ranking(
     tmp_path, live_site, start_runner, user, relu_problem, cpu_hardware
 ):
+    """Slow: kb, the server and a runner, each a real process, from submit to ranking."""
     login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
     assert login.returncode == 0, login.stderr
     assert stat.S_IMODE((tmp_path / "kb" / "config.json").stat().st_mode) == 0o600
@@ -126,6 +129,7 @@ def test_kb_submit_wait_follows_a_real_runner_to_the_verdict_and_the_ranking(
 def test_kb_submit_refuses_a_file_that_does_not_parse_and_names_the_line(
     tmp_path, live_site, user, relu_problem, cpu_hardware
 ):
+    """Slow: the real kb command, a process of its own, against the real server."""
     login = kb("login", "--url", live_site, "--token", token_for(user), home=tmp_path)
     assert login.returncode == 0, login.stderr
     broken = tmp_path / "broken.py"
@@ -142,6 +146,7 @@ def test_kb_submit_refuses_a_file_that_does_not_parse_and_names_the_line(
 def test_kb_status_says_whether_the_result_ranks_and_why_not(
     tmp_path, live_site, user, relu_problem, cpu_hardware
 ):
+    """Slow: the real kb command, a process of its own, against the real server."""
     ranked = make_result(problem=relu_problem, hardware=cpu_hardware, user=user, ms=1.0)
     flagged = make_result(problem=relu_problem, hardware=cpu_hardware, user=user, ms=0.5,
                           flags=("faster_than_light",))
@@ -161,6 +166,7 @@ def test_kb_status_says_whether_the_result_ranks_and_why_not(
 def test_kb_login_with_a_username_makes_a_token_and_never_saves_the_password(
     tmp_path, live_site, user
 ):
+    """Slow: the real kb command reads the password from its stdin, against the real server."""
     wrong = kb("login", "--url", live_site, "--username", "ada", stdin="wrong\n", home=tmp_path)
     assert wrong.returncode == 1 and "Invalid username/password" in wrong.stderr
     assert not (tmp_path / "kb" / "config.json").exists()
@@ -180,6 +186,7 @@ def test_kb_login_with_a_username_makes_a_token_and_never_saves_the_password(
 def test_kb_lists_competitions_enters_one_and_shows_its_standings(
     tmp_path, live_site, user, relu_problem, cpu_hardware
 ):
+    """Slow: the real kb command, a process of its own, against the real server."""
     now = timezone.now()
     competition = Competition.objects.create(
         slug="relu-cup", title="ReLU cup", hardware=cpu_hardware, daily_limit=1,
@@ -209,6 +216,7 @@ def test_kb_lists_competitions_enters_one_and_shows_its_standings(
 def test_kb_names_a_problem_by_its_slug_takes_the_only_hardware_and_lists_your_submissions(
     tmp_path, live_site, user, relu_problem, cpu_hardware
 ):
+    """Slow: the real kb command, a process of its own, against the real server."""
     assert kb("login", "--url", live_site, "--token", token_for(user),
               home=tmp_path).returncode == 0
     kernel = str(KERNELS / "relu_correct.py")
@@ -243,6 +251,7 @@ def test_kb_names_a_problem_by_its_slug_takes_the_only_hardware_and_lists_your_s
 def test_kb_status_wait_and_the_event_stream_follow_a_record_until_its_reverification_lands(
     tmp_path, live_site, user, relu_problem, cpu_hardware
 ):
+    """Slow: kb waits on the real server's event stream while the record is settled."""
     submission, reverification = first_result(
         user, relu_problem, cpu_hardware, ms=1.0, reference_ms=2.0, mad_ms=0.01)
     Submission.objects.filter(pk=submission.pk).update(verdict="correct")  # as a runner sets it
@@ -287,6 +296,7 @@ def test_kb_reverify_asks_again_for_a_held_result_and_follows_it_to_its_rank(
     tmp_path, live_site, user, relu_problem, cpu_hardware
 ):
     # Held: 2.0x, then 1.5x, then 1.75x, no two agreeing.
+    """Slow: kb waits on the real server's event stream while the re-verification lands."""
     submission, first = first_result(
         user, relu_problem, cpu_hardware, ms=1.0, reference_ms=2.0, mad_ms=0.002)
     Submission.objects.filter(pk=submission.pk).update(verdict="correct")

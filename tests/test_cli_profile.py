@@ -13,6 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_kb_status_prints_the_per_kernel_table(tmp_path, live_site, user, relu_problem,
                                                 cpu_hardware):
+    """Slow: the real kb command, a process of its own, against the real server."""
     evaluation = make_result(problem=relu_problem, hardware=cpu_hardware, user=user)
     evaluation.profile = PROFILE
     evaluation.static_report = {"checks": {"cost": COST}}
@@ -28,6 +29,7 @@ def test_kb_status_prints_the_per_kernel_table(tmp_path, live_site, user, relu_p
 
 def test_kb_profile_waits_for_the_runners_answer(tmp_path, live_site, user, relu_problem,
                                                  cpu_hardware, start_runner):
+    """Slow: the real kb command waits on the real server while the report is answered."""
     submission = make_result(problem=relu_problem, hardware=cpu_hardware, user=user).submission
     assert kb("login", "--url", live_site, "--token", token_for(user),
               home=tmp_path).returncode == 0

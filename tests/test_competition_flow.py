@@ -55,6 +55,8 @@ def finished(entry: Entry) -> bool:
 def test_a_competition_from_before_its_start_to_its_frozen_standings(
     client, user, relu_problem, contest, start_runner
 ):
+    """Slow: an entry evaluated by a real runner process changes the standings, which then freeze
+    at the end."""
     bob = get_user_model().objects.create_user(username="bob", password="a-long-passphrase-1")
     with pytest.raises(CompetitionError, match="opens at"):
         enter(contest, user, relu_problem)
@@ -90,6 +92,8 @@ def test_a_competition_from_before_its_start_to_its_frozen_standings(
 def test_the_standings_move_live_when_an_entry_is_evaluated(
     browser, live_site, user, relu_problem, contest, start_runner
 ):
+    """Slow: a real browser sees the standings move when a real runner process evaluates an entry.
+    """
     from playwright.sync_api import expect
 
     Competition.objects.filter(pk=contest.pk).update(starts_at=timezone.now())

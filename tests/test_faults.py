@@ -93,6 +93,7 @@ def submit(client: Client, key: str = ""):
 def test_a_submission_made_while_the_database_is_briefly_locked_waits_and_is_stored_once(
     user, cpu_hardware, relu_problem
 ):
+    """Slow: it holds SQLite's write lock for seconds from another connection, by design."""
     client = api_client(user)
     started = time.monotonic()
     with database_locked_for(3):
@@ -107,6 +108,7 @@ def test_a_submission_made_while_the_database_is_briefly_locked_waits_and_is_sto
 def test_a_lock_held_past_the_busy_timeout_gets_503_and_the_retry_stores_exactly_one(
     user, cpu_hardware, relu_problem, short_busy_timeout
 ):
+    """Slow: it waits out SQLite's busy timeout, seconds by design."""
     client = api_client(user)
     with database_locked_for(4):
         response = submit(client, key="agent-17")
@@ -125,6 +127,7 @@ def test_a_lock_held_past_the_busy_timeout_gets_503_and_the_retry_stores_exactly
 def test_a_page_that_meets_a_locked_database_answers_503_with_retry_after(
     client, user, cpu_hardware, relu_problem, short_busy_timeout, settings
 ):
+    """Slow: it waits out SQLite's busy timeout, seconds by design."""
     middleware = "kbsite.middleware.DatabaseUnavailableMiddleware"
     if middleware not in settings.MIDDLEWARE:
         settings.MIDDLEWARE = [*settings.MIDDLEWARE, middleware]
@@ -143,6 +146,8 @@ def test_a_page_that_meets_a_locked_database_answers_503_with_retry_after(
 def test_a_task_that_cannot_reach_the_broker_after_the_commit_is_queued_by_the_sweep(
     user, cpu_hardware, relu_problem, short_busy_timeout, start_runner, caplog
 ):
+    """Slow: a real runner's heartbeat sweep finds the submission whose task never reached the
+    broker."""
     holders = []
 
     def lock_right_after_the_commit() -> None:
@@ -179,6 +184,7 @@ def test_a_task_that_cannot_reach_the_broker_after_the_commit_is_queued_by_the_s
 def test_a_runner_that_meets_a_locked_database_while_storing_its_result_stores_it_once(
     user, cpu_hardware, relu_problem, start_runner
 ):
+    """Slow: a real runner process meets the lock while storing its result."""
     slow = kernel_source("relu_slow.py").replace("__SLEEP_SECONDS__", "3")
     submission = submission_create(
         user=user, problem=relu_problem, source=slow, backend="torch", hardware=cpu_hardware
@@ -202,6 +208,7 @@ def test_a_runner_that_meets_a_locked_database_while_storing_its_result_stores_i
 def test_work_queued_while_no_runner_serves_and_through_a_runner_restart_is_done_once(
     user, cpu_hardware, relu_problem, start_runner
 ):
+    """Slow: real runner processes stopped and started with work in the queue."""
     slow = kernel_source("relu_slow.py").replace("__SLEEP_SECONDS__", "4")
     submissions = [
         submission_create(user=user, problem=relu_problem, source=source, backend="torch",
@@ -281,6 +288,7 @@ def runner_on_a_small_disk(tmp_path):
 def test_a_build_that_fills_the_disk_ends_with_a_clear_status_and_the_next_one_works(
     user, cpu_hardware, relu_problem, runner_on_a_small_disk
 ):
+    """Slow: a real build in the sandbox fills a real (limited) disk."""
     full, fine = (
         submission_create(user=user, problem=relu_problem, source=source, backend="torch",
                           hardware=cpu_hardware)

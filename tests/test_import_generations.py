@@ -31,6 +31,7 @@ def import_folder(folder, *extra: str) -> tuple[str, str]:
 def test_an_imported_folder_becomes_a_run_whose_samples_are_evaluated(
     cpu_hardware, sample_problems, start_runner, tmp_path
 ):
+    """Slow: the imported samples are evaluated by a real runner process, as an imported run is."""
     folder = tmp_path / "kevin_level1"
     folder.mkdir()
     (folder / "level_1_problem_901_sample_0_kernel.py").write_text(RELU_CORRECT)

@@ -41,6 +41,8 @@ def api_for(user) -> SchemaCheckedClient:
 def test_a_report_asked_for_through_the_api_ends_unavailable_on_a_runner_without_ncu(
     finished, user, start_runner
 ):
+    """Slow: a real runner process takes the report's task and answers for its own host (no ncu on
+    a CPU runner)."""
     api = api_for(user)
     answer = api.post(f"/api/v1/submissions/{finished.pk}/ncu/")
     assert answer.status_code == 202, answer.content

@@ -121,6 +121,7 @@ def test_drafts_are_hidden_from_the_public_and_hidden_code_stays_hidden(client: 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_a_visitor_searches_the_list_and_opens_a_problem(live_site, browser):
+    """Slow: the search runs in a real browser (the page's JavaScript) on the real server."""
     make_problem(1, 11, "Sound_linear", description="A linear layer, then ReLU.")
     make_problem(1, 12, "Other")
     page = browser.new_page()

@@ -28,6 +28,7 @@ def test_it_refuses_devices_the_host_does_not_have():
 def test_two_device_slots_share_the_queue_without_overlapping_on_a_device(
     user, cpu_hardware, relu_problem, start_runner
 ):
+    """Slow: a real runner process with two device slots, each a worker process of its own."""
     slow = kernel_source("relu_slow.py").replace("__SLEEP_SECONDS__", "1")
     submissions = [
         submission_create(

@@ -47,6 +47,8 @@ def verdict_of(run: Run, slug: str, turn: int = 0) -> str:
 def test_a_whole_run_is_generated_evaluated_and_scored(
     llm_model, cpu_hardware, sample_problems, start_generation_cluster, start_runner, tmp_path
 ):
+    """Slow: the generation cluster and a runner as real processes, each run step's tasks crossing
+    between them through the real queue."""
     answers = write_answers(tmp_path / "answers.json", {
         RELU: RELU_CORRECT,
         ADD: [{"raise": "rate_limit", "message": "429 slow down"}, ADD_CORRECT],
@@ -102,6 +104,8 @@ def test_a_whole_run_is_generated_evaluated_and_scored(
 def test_a_refinement_turn_follows_the_evaluation_of_the_first(
     llm_model, cpu_hardware, sample_problems, start_generation_cluster, start_runner, tmp_path
 ):
+    """Slow: a refinement turn waits on a real runner's evaluation in another process before the
+    generation cluster asks again."""
     answers = write_answers(tmp_path / "answers.json", {
         f"{RELU}#turn0": RELU_WRONG,
         f"{RELU}#turn1": RELU_CORRECT,

@@ -43,6 +43,7 @@ def test_a_stopped_run_resumes_without_redoing_a_finished_step(
     llm_model, cpu_hardware, sample_problems, start_generation_cluster, tmp_path
 ):
     # Each answer takes a second and a half, one at a time, so the stop lands mid-run.
+    """Slow: the generation cluster is a real process, stopped mid-run and started again."""
     answers = write_answers(tmp_path / "answers.json",
                             {"*": {"answer": RELU_CORRECT, "delay": 1.5}})
     run = runs.run_create(model=llm_model, problems=PROBLEMS, backend="torch",

@@ -157,6 +157,7 @@ def site_routes_runs() -> bool:
 def test_the_run_page_updates_live_as_steps_finish(
     llm_model, cpu_hardware, sample_problems, answers, live_site, browser
 ):
+    """Slow: a real browser on the real server sees the run page change as steps finish."""
     if not site_routes_runs():
         pytest.skip("kbsite/urls.py does not include submissions.run_urls yet")
     answers({RELU: RELU_CORRECT, ADD: NO_CODE})

@@ -128,6 +128,7 @@ document.addEventListener("securitypolicyviolation", (event) => {
 def test_pages_and_the_swagger_docs_run_under_the_policy_without_a_violation(
     browser, site_with_policy, user, cpu_hardware, relu_problem
 ):
+    """Slow: only a real browser enforces the content security policy and reports its violations."""
     submission = submission_create(
         user=user, problem=relu_problem, source=kernel_source("relu_correct.py"),
         backend="torch", hardware=cpu_hardware,
