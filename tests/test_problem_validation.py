@@ -1,4 +1,8 @@
-"""Validating references on the CPU: the checks in the sandboxed child, and the queued flow."""
+"""Validating references on the CPU: the checks in the sandboxed child, and the queued flow.
+
+Slow (the tests that run the harness or a runner): what a reference does (its memory, its time,
+its outputs, a crash) is known only by running it in the real sandboxed child.
+"""
 
 from pathlib import Path
 
