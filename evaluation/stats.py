@@ -133,8 +133,8 @@ def shown_ranks(ranks: Sequence[int], tied: Sequence[bool]) -> list[int]:
 # ---- re-verification: do the evaluations of one kernel agree? ------------------------------------
 
 AGREE = "agree"  # two of them agree: it ranks on the slower of those two
-THIRD = "third"  # the first two disagree: a third evaluation decides
-APART = "apart"  # all three disagree: held with the note timing_not_reproduced
+THIRD = "third"  # no two agree yet (or one timing was set aside): a third evaluation decides
+APART = "apart"  # no two agree once the third was made: held, note timing_not_reproduced
 
 
 @dataclass(frozen=True)

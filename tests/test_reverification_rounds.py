@@ -108,6 +108,9 @@ def test_the_rule_settles_two_agreeing_and_breaks_a_disagreement_with_a_third():
     assert stats.settle([iv(2.0), iv(1.5), iv(1.51)]) == stats.Settlement("agree", (1, 2), 1)
     assert stats.settle([iv(2.0), iv(1.5), iv(2.01)]) == stats.Settlement("agree", (0, 2), 0)
     assert stats.settle([iv(2.0), iv(1.5), iv(1.75)]).outcome == "apart"
+    # One timing set aside (the judge's clock did not confirm it): what is left decides.
+    assert stats.settle([iv(2.0)]).outcome == "third"
+    assert stats.settle([iv(2.0), iv(1.5)], last=True).outcome == "apart"
     # Medians: the slower is the longer time.
     assert stats.settle([iv(1.0), iv(1.01)], higher_is_faster=False).ranked_on == 1
 
