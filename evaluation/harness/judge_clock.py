@@ -317,8 +317,11 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float) -> 
         drift = statistics.median(cand.echo) - float(rtt["echo_ms"])
         drift_se = math.hypot(se_median(cand.echo), float(rtt.get("echo_se_ms") or 0.0))
     expected = ref_seen + float(rtt.get("median_ms") or 0.0) + drift
-    se = math.sqrt(se_median(cand_excess) ** 2 + se_median(ref_excess) ** 2
-                   + float(rtt.get("se_ms") or 0.0) ** 2 + drift_se ** 2)
+    # The standard errors of what the judge measured on its own (the reference's path, the
+    # calibration, the echo): never the candidate's spread, which a kernel that varies its
+    # own calls would widen at will.
+    se = math.sqrt(se_median(ref_excess) ** 2 + float(rtt.get("se_ms") or 0.0) ** 2
+                   + drift_se ** 2)
     path = max(0.0, float(rtt.get("median_ms") or 0.0))
     tolerance = (ABS_TOLERANCE_MS + STANDARD_ERRORS * se + REL_TOLERANCE * cand_median
                  + PATH_TOLERANCE * path)
