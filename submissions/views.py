@@ -160,6 +160,8 @@ def _evaluation_context(request, submission: Submission) -> dict:
     # owner's and staff's (can_act_on).
     details = can_see_source(submission, request.user)
     owner = can_act_on(submission, request.user)
+    logs = evaluation_logs(evaluation, details=details)
+    compile_error = first_compile_error(evaluation) if details else None
     reverification = submission.reverifications.select_related(
         "evaluation", "checked_evaluation"
     ).first()
@@ -191,13 +193,18 @@ def _evaluation_context(request, submission: Submission) -> dict:
         "first_logs": evaluation_logs(first, details=details),
         # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.
         # Without details: the generic error, no logs.
-        "logs": evaluation_logs(evaluation, details=details),
+        "logs": logs,
         "show_code": details,
         "show_logs": details,
         "show_seeds": owner,
         "can_ask": owner,
         # The compiler's first error at the submitted file's line, above the folded full log.
-        "compile_error": first_compile_error(evaluation) if details else None,
+        "compile_error": compile_error,
+        # The line the code view marks: the compiler's first error's, else the traceback's.
+        "failing_at": (
+            f'File "candidate.py", line {compile_error["source_line"]}'
+            if compile_error and compile_error["source_line"] else logs.get("traceback", "")
+        ),
         # Kernel names tell about the code: where the time goes follows the source too.
         "profile": profile_view(evaluation) if evaluation is not None and details else None,
     }

@@ -149,6 +149,7 @@ def test_the_page_and_the_api_show_the_first_error_and_fold_the_log():
     page = client.get(f"/submissions/{submission.pk}/").content.decode()
     assert "line 9 of your file (cuda.cu line 9): identifier &quot;bb&quot; is undefined" in page
     assert 'id="compile-log-details"' in page and "FutureWarning" not in page
+    assert '<span class="hll"><span class="linenos"> 9</span>' in page  # the line, marked
     for host in (VENV, BUILD, "/usr/local/cuda", "/tmp/kb-work"):
         assert host not in page, host
     api = Client(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
