@@ -344,7 +344,10 @@ def entry_row(entry: BestEntry) -> dict:
 
 
 def participant_entries(*, user=None, model=None) -> list[dict]:
-    entries = BestEntry.objects.select_related("problem", "hardware", "user", "model")
+    # Drafts' and held problems' boards are for staff only: never on these public pages.
+    entries = BestEntry.objects.filter(problem__status__in=Problem.LISTED).select_related(
+        "problem", "hardware", "user", "model"
+    )
     if model is not None:
         entries = entries.filter(model=model)
     else:
@@ -354,7 +357,7 @@ def participant_entries(*, user=None, model=None) -> list[dict]:
 
 
 def recent_records(*, limit: int = 20, hardware: Hardware | None = None) -> list[dict]:
-    records = Record.objects.exclude(problem__status=Problem.Status.RETIRED).select_related(
+    records = Record.objects.filter(problem__status__in=Problem.OPEN).select_related(
         "problem", "hardware", "user", "model"
     )
     if hardware is not None:
@@ -365,7 +368,7 @@ def recent_records(*, limit: int = 20, hardware: Hardware | None = None) -> list
 def busiest_problems(*, limit: int = 10) -> list[dict]:
     """Active problems with the most evaluated submissions, counted from the best entries (an
     index-only scan of BestEntry's activity index, never the submissions)."""
-    active = Problem.objects.exclude(status=Problem.Status.RETIRED).values("pk")
+    active = Problem.objects.filter(status__in=Problem.OPEN).values("pk")
     rows = list(
         BestEntry.objects.filter(problem_id__in=active)
         .values("problem_id")

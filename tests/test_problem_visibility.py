@@ -193,3 +193,18 @@ def test_a_drafts_results_are_not_published_to_every_visitor(
     with django_capture_on_commit_callbacks(execute=True):
         make_result(problem=published, hardware=hw, user=people["stranger"], ms=1.0)
     assert LiveEvent.objects.filter(group="leaderboard").count() == 1
+
+
+def test_the_public_leaderboard_pages_leave_drafts_out(people, hw):
+    from leaderboard import selectors
+    from tests.leaderboard_factory import make_result
+
+    draft = make_problem(1, 7, status=Problem.Status.DRAFT)
+    published = make_problem(1, 1)
+    for problem in (draft, published):
+        make_result(problem=problem, hardware=hw, user=people["staff"], ms=1.0)
+    assert [r["problem"] for r in selectors.recent_records()] == [published.slug]
+    assert [r["problem"] for r in selectors.busiest_problems()] == [published.slug]
+    mine = selectors.participant_entries(user=people["staff"])
+    assert [r["problem"] for r in mine] == [published.slug]
+    assert draft.slug not in page_client(None).get("/leaderboard/users/root/").content.decode()
