@@ -25,6 +25,12 @@ from django.db import connection
 
 from evaluation.harness import sandbox
 from evaluation.services import hardware_register
+from gpu_runner.curation import (
+    baselines_compile_ahead,
+    baselines_measure,
+    validate_problem,
+    validations_run,
+)
 from gpu_runner.detect import detect
 from problems.services import samples_load
 from tests.environment import die_with_parent
@@ -66,6 +72,49 @@ PROCESS_STARTERS = (
     subprocess.check_call,
     subprocess.check_output,
 )
+# The runner's curation entry points run the real sandbox unless the stand-in harness replaces
+# it (the `harness` fixture).
+SANDBOX_SERVICES = (validate_problem, validations_run, baselines_compile_ahead, baselines_measure)
+# Tests slow for another reason than a process they start (or in folders whose files others
+# keep), each with what makes it slow; a node id, or the start of one.
+SLOW_TESTS = {
+    "tests/test_baselines.py": "measures baselines in the real sandbox, torch.compile included",
+    "tests/test_fuzz_schema.py": "schemathesis: hundreds of generated requests per operation",
+    "tests/test_security_authz.py::test_an_ordinary_user_changes_nothing_admins_curate_or_": (
+        "every route of the site, with every method"
+    ),
+    "tests/test_security_authz.py::test_no_route_lets_even_an_admin_write_an_evaluation_": (
+        "every route of the site, with every method"
+    ),
+    "tests/test_import_kernelbench.py::test_importing_kernelbench_yields_270_problems": (
+        "imports the whole KernelBench folder, twice"
+    ),
+    "tests/test_curation_transfer.py::test_the_committed_h200_curation_covers_every_level_3": (
+        "reads every level 3 problem of KernelBench"
+    ),
+    "tests/harness/test_diagnose.py::test_a_matmul_on_tf32": (
+        "matmuls large enough to show TF32's rounding"
+    ),
+    "tests/harness/test_diagnose.py::test_a_truncating_tf32_kernel": (
+        "matmuls large enough to show TF32's rounding"
+    ),
+    "tests/harness/test_diagnose.py::test_a_plain_bug_gets_no_precision_hint": (
+        "matmuls large enough to show TF32's rounding"
+    ),
+    "tests/test_problem_validation.py::test_the_command_validates_here_in_batches": (
+        "the command runs its validations in the real sandbox"
+    ),
+    "tests/harness/test_diagnose.py::test_fp16_": "matmuls large enough to show fp16's rounding",
+    "tests/harness/test_diagnose.py::test_an_error_only_as_large_as_tf32s": (
+        "matmuls large enough to show TF32's rounding"
+    ),
+    "tests/harness/test_diagnose.py::test_the_reference_is_recomputed_only": (
+        "matmuls large enough to show TF32's rounding"
+    ),
+    "tests/harness/test_speed_timing.py::test_the_default_stop_rule_keeps_5_repeated_medians": (
+        "times real kernels until five medians agree"
+    ),
+}
 # The call phase's budget in the fast tier, in seconds (0: no budget).
 TEST_BUDGET_S = float(os.environ.get("TEST_BUDGET_S", "2"))
 
@@ -87,6 +136,8 @@ def _starts_processes(function, seen: set | None = None) -> bool:
             value = names.get(name)
             if value is subprocess or any(value is starter for starter in PROCESS_STARTERS):
                 return True
+            if any(value is service for service in SANDBOX_SERVICES):
+                return True
             module = getattr(value, "__module__", "") or ""
             if callable(value) and module.startswith("tests.") and _starts_processes(value, seen):
                 return True
@@ -100,9 +151,13 @@ def is_slow(item: pytest.Item) -> bool:
         return True
     if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
         return True
+    if any(item.nodeid.startswith(node) for node in SLOW_TESTS):
+        return True
     parts = Path(str(item.path)).relative_to(REPO / "tests").parts
     if parts[0] in SLOW_FOLDERS:
         return True
+    if "harness" in getattr(item, "fixturenames", ()) and parts[0] != "harness":
+        return False  # the stand-in harness: nothing is started
     return _starts_processes(getattr(item, "function", None))
 
 
