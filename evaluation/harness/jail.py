@@ -116,6 +116,17 @@ def bwrap_path() -> str:
                              "bubblewrap, or set KB_BWRAP")
 
 
+ALLOW_MEMFD_ENV = "KB_SANDBOX_ALLOW_MEMFD"
+
+
+def memfd_allowed() -> dict[str, bool]:
+    """Where the candidate may call memfd_create: nowhere (unset or "0", the default), on GPU
+    evaluations only ("gpu"), or everywhere ("1"): for a host whose libraries need it in the
+    worker. Given back, only a cgroup bounds what it holds (docs/security.md)."""
+    value = os.environ.get(ALLOW_MEMFD_ENV, "0").strip().lower()
+    return {"cpu": value == "1", "gpu": value in ("1", "gpu")}
+
+
 def seccomp_program(*, allow_memfd: bool = False) -> bytes:
     """The filter as a BPF program (what bwrap's --seccomp reads), made by libseccomp."""
     try:
@@ -265,18 +276,20 @@ class Jail:
                         "KB_SANDBOX_OFF_I_UNDERSTAND=1 too, and only on a machine that runs "
                         "nothing else")
                 return {"mode": "off"}
-            # KB_SANDBOX_ALLOW_MEMFD=1 gives the candidate memfd_create back (a host whose
-            # driver needs it in the worker; docs/security.md): bound then only by a cgroup.
-            allow_memfd = os.environ.get("KB_SANDBOX_ALLOW_MEMFD") == "1"
-            program = seccomp_program(allow_memfd=allow_memfd)
             folder = Path(tempfile.mkdtemp(prefix="kbjail-"))
             atexit.register(shutil.rmtree, folder, True)  # this process's judges die with it
             os.chmod(folder, 0o711)
-            seccomp = folder / "seccomp.bpf"
-            seccomp.write_bytes(program)
-            os.chmod(seccomp, 0o644)
-            host = {"mode": "bwrap", "bwrap": bwrap_path(), "seccomp": str(seccomp),
-                    "allow_memfd": allow_memfd,
+            # One filter for CPU evaluations, one for GPU ones: they differ only where
+            # memfd_create is given back (memfd_allowed).
+            allowed = memfd_allowed()
+            programs = {}
+            for kind in ("cpu", "gpu"):
+                programs[kind] = folder / f"seccomp-{kind}.bpf"
+                programs[kind].write_bytes(seccomp_program(allow_memfd=allowed[kind]))
+                os.chmod(programs[kind], 0o644)
+            host = {"mode": "bwrap", "bwrap": bwrap_path(), "seccomp": str(programs["cpu"]),
+                    "seccomp_gpu": str(programs["gpu"]), "allow_memfd": allowed["cpu"],
+                    "allow_memfd_gpu": allowed["gpu"],
                     "readonly": _readonly_paths(), "harness": str(Path(__file__).parent)}
             # One real start, as the judge will make them: the uid switch, every namespace,
             # the filter. A host that refuses any of it runs no candidate code.
@@ -314,7 +327,10 @@ def for_job(device: str, slot: Path, tmpfs_mb: int) -> dict[str, Any]:
     if uid is not None:
         os.chown(slot, uid, uid)
     os.chmod(slot, 0o700)
-    return {**host, "uid": uid, "slot": str(slot), "device": device, "tmpfs_mb": tmpfs_mb}
+    on_gpu = device != "cpu"
+    return {**host, "uid": uid, "slot": str(slot), "device": device, "tmpfs_mb": tmpfs_mb,
+            "seccomp": host["seccomp_gpu"] if on_gpu else host["seccomp"],
+            "allow_memfd": host["allow_memfd_gpu"] if on_gpu else host["allow_memfd"]}
 
 
 # --- limits that bind per evaluation: the slot's own filesystem and a cgroup ------------------
