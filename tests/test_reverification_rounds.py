@@ -5,8 +5,8 @@ two: a third evaluation with fresh seeds decides (evaluation/stats.settle). It r
 of the two that agree; it is held ("timing not reproduced", a note) only when no two of the three
 agree. The owner of a held result may ask for another attempt, within
 QUOTA_REVERIFICATIONS_PER_DAY. The runner's services run in this process with the sandboxed child
-replaced by the stand-in harness (FakeHarness: reference 2.0 ms, so a kernel of `ms` has the
-speedup 2/ms, each within about 2%).
+replaced by the stand-in harness (tests/conftest.py's `harness`, a FakeHarness: reference 2.0 ms,
+so a kernel of `ms` has the speedup 2/ms, each within about 2%).
 """
 
 import pytest
@@ -15,7 +15,6 @@ from django.core.cache import cache
 from django.test import Client
 
 from evaluation import stats
-from evaluation.harness import sandbox
 from evaluation.services import runner_heartbeat
 from gpu_runner.services import evaluate_submission, reverify_submission
 from leaderboard.models import Record
@@ -26,11 +25,6 @@ from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import kernel_source
 from tests.leaderboard_factory import make_result
 
-try:  # the stand-in harness is moving to tests/conftest.py
-    from tests.conftest import FakeHarness
-except ImportError:
-    from tests.test_reverification import FakeHarness
-
 pytestmark = pytest.mark.django_db
 
 PENDING = Submission.ReverificationState.PENDING
@@ -39,13 +33,6 @@ PENDING = Submission.ReverificationState.PENDING
 @pytest.fixture(autouse=True)
 def fresh_throttles():
     cache.clear()
-
-
-@pytest.fixture
-def harness(monkeypatch) -> FakeHarness:
-    fake = FakeHarness()
-    monkeypatch.setattr(sandbox, "run_job", fake.run_job)
-    return fake
 
 
 @pytest.fixture
