@@ -21,7 +21,6 @@ Django admin (Django's own pages) and the file downloads (CSV, JSON, source) are
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -38,7 +37,7 @@ from evaluation.services import hardware_register
 from problems.models import Baseline
 from submissions.models import ApiToken, Evaluation, Model, Run, Submission
 from submissions.services import api_token_create
-from tests.conftest import REPO, free_port, process_env, stop_process, wait_for
+from tests.conftest import REPO, process_env, start_daphne, stop_process
 from tests.leaderboard_factory import make_problem, make_result, make_submission
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -77,25 +76,14 @@ def _production_env(var: Path) -> dict[str, str]:
     )
 
 
-@pytest.fixture
-def site_url(production_var, tmp_path):
+@pytest.fixture(scope="module")
+def site_url(production_var, django_db_setup):
     """The real ASGI server (daphne) with DEBUG off: the site's own 404 page, whitenoise's
-    static files, the production content security policy; on this run's database."""
-    port = free_port()
-    log = open(tmp_path / "daphne.log", "w")  # noqa: SIM115 (open while the server runs)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "kbsite.asgi:application"],
-        cwd=REPO, env=_production_env(production_var), stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-    def listening() -> bool:
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
-
-    wait_for(listening, timeout=30)
-    yield f"http://127.0.0.1:{port}"
+    static files, the production content security policy; on this run's database. One for the
+    module's tests: each fills the database itself (transactional tests), the server only reads
+    it."""
+    process, url = start_daphne(production_var / "daphne.log", _production_env(production_var))
+    yield url
     stop_process(process)
 
 
