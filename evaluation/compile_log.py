@@ -28,31 +28,18 @@ _INLINE_FILES = {
     "cuda_sources": ("cuda.cu", 3),  # torch/types.h, cuda.h, cuda_runtime.h
 }
 
+# A host path: a run of these characters from a "/" that no word, path or placeholder character
+# stands before. Matched greedily, each character once: the log is the candidate's to fill, so
+# nothing here may take more than linear time (a lazy pattern over "/a/a/a..." would not).
 _PATH_CHARS = r"[^\s\"'`()\[\]{}<>,;=]"
-
-# Where ninja and torch name the extension's build folder.
-_BUILD_DIR_SIGNS = (
-    re.compile(rf"(/{_PATH_CHARS}+?)/?\s+as PyTorch extensions root"),
-    re.compile(rf"Creating extension directory (/{_PATH_CHARS}+?)/?\.\.\."),
-    re.compile(rf"Emitting ninja build file (/{_PATH_CHARS}+?)/build\.ninja"),
-    re.compile(rf"-c (/{_PATH_CHARS}+?)/(?:main\.cpp|cuda\.cu)\b"),
-)
-
-# Generic host paths, most specific first: (pattern, placeholder). A path starts where no
-# placeholder, word or path character stands before it.
-_START = r"(?<![\w>.~-])/"
-_GENERIC_PATHS = tuple((re.compile(pattern), placeholder) for pattern, placeholder in (
-    (rf"{_START}{_PATH_CHARS}*?/{re.escape(CANDIDATE_FILE)}\b", CANDIDATE_FILE),
-    (rf"{_START}{_PATH_CHARS}*?/(main\.cpp|cuda\.cu|build\.ninja|[\w.]+\.o)\b", r"<build>/\1"),
-    (rf"{_START}{_PATH_CHARS}*?/((?:site|dist)-packages)/", r"<venv>/\1/"),
-    (rf"{_START}{_PATH_CHARS}*?/bin/python[\d.]*\b", "<python>"),
-    (rf"{_START}{_PATH_CHARS}*?/\.?venv\b", "<venv>"),
-    (rf"{_START}{_PATH_CHARS}*?/include/(python3[\d.]*)\b", r"<python>/include/\1"),
-    (rf"{_START}{_PATH_CHARS}*?/lib/(python3[\d.]*)/", r"<python>/lib/\1/"),
-    (r"(?<![\w>.~-])/usr/local/cuda[\w.-]*", "<cuda>"),
-    (rf"{_START}(?:home/{_PATH_CHARS}+?|root)(?=/|\s|$)", "<home>"),
-    (rf"{_START}(?:tmp|var/tmp)/{_PATH_CHARS}+", "<tmp>"),
-))
+_PATH = re.compile(rf"(?<![\w>.~-])/{_PATH_CHARS}+")
+_PY_VERSION = re.compile(r"python3[\d.]*$")
+_BUILD_FILES = ("main.cpp", "cuda.cu", "build.ninja")
+_TMP_ROOTS = (("tmp",), ("var", "tmp"))
+# Where ninja and torch name the extension's build folder: the text just before a path, or
+# just after it.
+_BUILD_DIR_BEFORE = ("Creating extension directory ", "Emitting ninja build file ", "-c ")
+_BUILD_DIR_AFTER = " as PyTorch extensions root"
 
 _WARNING_LINE = re.compile(r"^(?P<path>\S+?\.py):\d+: (?P<category>\w*Warning): ")
 
@@ -80,14 +67,63 @@ def scrub_paths(text: str, *, known: dict[str, str] | None = None) -> str:
         path = str(path or "").rstrip("/")
         if len(path) > 1:
             replacements.append((path, placeholder))
-    for sign in _BUILD_DIR_SIGNS:
-        for match in sign.finditer(text):
-            replacements.append((match.group(1).rstrip("/"), "<build>"))
+    for build_dir in _build_dirs(text):
+        replacements.append((build_dir, "<build>"))
     for path, placeholder in sorted(set(replacements), key=lambda item: -len(item[0])):
         text = text.replace(path, placeholder)
-    for pattern, placeholder in _GENERIC_PATHS:
-        text = pattern.sub(placeholder, text)
-    return text
+    return _PATH.sub(lambda match: _scrub_path(match.group(0)), text)
+
+
+def _build_dirs(text: str) -> list[str]:
+    """The extension's build folders that torch's and ninja's lines name."""
+    found = []
+    for match in _PATH.finditer(text):
+        path = match.group(0).rstrip("./")
+        before = text[max(match.start() - 40, 0):match.start()]
+        after = text[match.end():match.end() + len(_BUILD_DIR_AFTER)]
+        build_file = path.endswith(_BUILD_FILES)
+        if build_file and before.endswith(_BUILD_DIR_BEFORE):
+            found.append(path.rsplit("/", 1)[0])
+        elif after == _BUILD_DIR_AFTER or before.endswith(_BUILD_DIR_BEFORE[:2]):
+            found.append(path)
+    return [path for path in found if path.count("/") > 1]
+
+
+def _scrub_path(path: str) -> str:
+    """One absolute path as a placeholder and what the reader needs of it (list operations
+    over its parts: linear in its length)."""
+    parts = path.split("/")  # parts[0] == ""
+    names = parts[1:]
+    for index, name in enumerate(names):
+        if name == CANDIDATE_FILE or (
+            name.startswith(CANDIDATE_FILE) and not name[len(CANDIDATE_FILE)].isalnum()
+        ):
+            return "/".join(names[index:])
+    last = names[-1] if names else ""
+    if last in _BUILD_FILES or (last.endswith(".o") and len(names) > 1):
+        return f"<build>/{last}"
+    for index, name in enumerate(names):
+        if name in ("site-packages", "dist-packages"):
+            return "<venv>/" + "/".join(names[index:])
+    for index, name in enumerate(names[:-1]):
+        following = names[index + 1]
+        if name == "bin" and following.startswith("python"):
+            return "/".join(["<python>", *names[index + 2:]])
+    for index, name in enumerate(names):
+        if name in (".venv", "venv"):
+            return "/".join(["<venv>", *names[index + 1:]])
+    for index, name in enumerate(names[:-1]):
+        if name in ("include", "lib") and _PY_VERSION.match(names[index + 1]):
+            return "/".join(["<python>", *names[index:]])
+    if len(names) >= 3 and names[:2] == ["usr", "local"] and names[2].startswith("cuda"):
+        return "/".join(["<cuda>", *names[3:]])
+    if len(names) >= 2 and names[0] == "home":
+        return "/".join(["<home>", *names[2:]])
+    if names and names[0] == "root":
+        return "/".join(["<home>", *names[1:]])
+    if any(tuple(names[:len(root)]) == root and len(names) > len(root) for root in _TMP_ROOTS):
+        return "<tmp>"
+    return path
 
 
 def drop_harness_warnings(text: str) -> str:

@@ -119,6 +119,20 @@ def test_harness_warnings_are_left_out_and_the_submitters_own_kept():
     assert "FutureWarning" not in readable(LOG)
 
 
+def test_a_log_made_to_be_slow_is_read_in_linear_time():
+    # The log is the candidate's to fill: a lazy path pattern took minutes over "/a/a/a...".
+    import time
+
+    hostile = ["/a" * 32000, "/" + "a/" * 20000 + " ", "/tmp/" * 13000, "x /a" * 16000,
+               "Creating extension directory " + "/a" * 30000 + "...", 'File "' * 10000,
+               "-c " + "/a" * 30000 + "/cuda.cu", "/" * 64000]
+    started = time.perf_counter()
+    for text in hostile:
+        readable(text)
+        first_error(text, source=SUBMITTED)
+    assert time.perf_counter() - started < 1.5
+
+
 @pytest.mark.django_db
 def test_the_page_and_the_api_show_the_first_error_and_fold_the_log():
     from django.contrib.auth import get_user_model
