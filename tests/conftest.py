@@ -158,7 +158,11 @@ def is_slow(item: pytest.Item) -> bool:
         return True
     if "harness" in getattr(item, "fixturenames", ()) and parts[0] != "harness":
         return False  # the stand-in harness: nothing is started
-    return _starts_processes(getattr(item, "function", None))
+    # The test itself, and the fixtures it uses (a module's fixture may start the process).
+    fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    functions = [getattr(item, "function", None)]
+    functions += [d.func for defs in fixtures.values() for d in defs]
+    return any(_starts_processes(function) for function in functions)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
