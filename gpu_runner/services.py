@@ -173,6 +173,14 @@ def _stored_text(value) -> str:
     return truncate(clean_text(str(value or "")), settings.LOG_DISPLAY_MAX_CHARS)
 
 
+def _stored_json(value, default=None):
+    """A JSON field from the child, stored within sandbox.RESULT_FIELD_MAX_BYTES (cut with a
+    marker): the worker's replies reach these fields, and a row is served whole."""
+    if value is None or value == {} or value == []:
+        return default
+    return sandbox.cap_field(sandbox.json_safe(value))
+
+
 def _baseline_speedup(submission: Submission, mode: str, candidate_ms: float | None):
     if not candidate_ms:
         return None
@@ -199,9 +207,9 @@ def _evaluation_fields(submission: Submission, result: Result, *, runner_name: s
         "traceback": _stored_text(result.get("traceback")),
         "compile_log": _stored_text(result.get("compile_log")),
         "logs": _stored_text(result.get("logs")),
-        "trials": result.get("trials") or [],
-        "candidate_stats": candidate or None,
-        "reference_stats": reference or None,
+        "trials": _stored_json(result.get("trials"), []),
+        "candidate_stats": _stored_json(candidate),
+        "reference_stats": _stored_json(reference),
         "candidate_median_ms": candidate_ms,
         "reference_median_ms": reference.get("median_ms"),
         "speedup": result.get("speedup"),
@@ -209,7 +217,7 @@ def _evaluation_fields(submission: Submission, result: Result, *, runner_name: s
         "speedup_compile": _baseline_speedup(submission, Baseline.Mode.COMPILE, candidate_ms),
         "flags": list(result.get("flags") or []),
         # The evidence behind each flag is kept beside the static report.
-        "static_report": {
+        "static_report": _stored_json({
             **(result.get("static_report") or {}),
             "checks": result.get("checks") or {},
             # How the timing went (samples, spread, flushes) and when (its window, and when
@@ -217,11 +225,11 @@ def _evaluation_fields(submission: Submission, result: Result, *, runner_name: s
             "timing": {**(result.get("timing_detail") or {}),
                        "window": result.get("timing_window")},
             "phase_log": result.get("phase_log") or [],
-        },
-        "environment": result.get("environment") or {},
-        "seeds": result.get("seeds") or {},
-        "phases": result.get("phases") or {},
-        "profile": result.get("profile") or {},
+        }, {}),
+        "environment": _stored_json(result.get("environment"), {}),
+        "seeds": _stored_json(result.get("seeds"), {}),
+        "phases": _stored_json(result.get("phases"), {}),
+        "profile": _stored_json(result.get("profile"), {}),
         "source_hash": submission.source_hash,
         "evaluator_version": result.get("evaluator_version") or "",
     }
