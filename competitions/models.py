@@ -5,6 +5,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from submissions.models import Submission
+
 
 class Competition(models.Model):
     """A problem set judged on one hardware between two times, curated by admins.
@@ -55,8 +57,23 @@ class Competition(models.Model):
     def __str__(self) -> str:
         return self.title
 
+    def save(self, *args, **kwargs) -> None:
+        super().save(*args, **kwargs)
+        fields = kwargs.get("update_fields")
+        if fields is None or {"ends_at", "code_hidden"} & set(fields):
+            self.code_hidden_sync()
+
     def get_absolute_url(self) -> str:
         return reverse("competition_detail", args=[self.slug])
+
+    def code_hidden_sync(self) -> None:
+        """Its on-time entries' code is hidden from others until its end, as each submission's
+        code_hidden_until says (what the one visibility rule, can_see_source, reads): kept in
+        step whenever the end moves or hiding is switched, so an extended competition never
+        shows its entries' code at the end it had before."""
+        Submission.objects.filter(
+            competition_entry__competition=self, competition_entry__after_deadline=False
+        ).update(code_hidden_until=self.ends_at if self.code_hidden else None)
 
     def phase(self, now=None) -> str:
         now = now or timezone.now()

@@ -199,3 +199,34 @@ def test_a_drafts_submission_is_not_there_for_others(who, people, gpu):
     assert (submission.problem.slug in compare.content.decode()) == there
     user = people[who] or AnonymousUser()
     assert events._is_there_for(pk, user) == there
+
+
+def test_a_competitions_hidden_code_follows_its_end_when_an_admin_moves_it(people, gpu):
+    from competitions.models import Competition, Entry
+    from competitions.services import competition_close
+
+    now = timezone.now()
+    competition = Competition.objects.create(
+        slug="spring", title="Spring", hardware=gpu, starts_at=now - timedelta(hours=2),
+        ends_at=now + timedelta(hours=1), published=True, code_hidden=True,
+    )
+    submission, _ = make_case("competition_running", owner=people["owner"], hardware=gpu)
+    Entry.objects.create(competition=competition, submission=submission, user=people["owner"],
+                         problem=submission.problem)
+
+    def shown() -> bool:
+        submission.refresh_from_db()
+        return can_see_source(submission, people["stranger"])
+
+    competition.ends_at = now + timedelta(days=3)  # extended: hidden until the new end
+    competition.save()
+    assert submission.code_hidden_until is not None and not shown()
+    assert submission.code_hidden_until == competition.ends_at
+    competition.code_hidden = False
+    competition.save(update_fields=["code_hidden"])
+    assert shown()
+    competition.code_hidden = True
+    competition.save()
+    assert not shown()
+    competition_close(competition=competition)
+    assert shown()  # ended now: everyone sees it
