@@ -15,7 +15,10 @@ from submissions.models import Submission
 
 def home(request):
     recent = (
-        Submission.objects.filter(status=Submission.Status.FINISHED)
+        # Drafts' and held problems' submissions are for staff only (Problem.LISTED).
+        Submission.objects.filter(
+            status=Submission.Status.FINISHED, problem__status__in=Problem.LISTED
+        )
         .select_related("problem", "user", "model")
         .order_by("-finished_at")[:10]
     )

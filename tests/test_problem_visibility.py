@@ -208,3 +208,14 @@ def test_the_public_leaderboard_pages_leave_drafts_out(people, hw):
     mine = selectors.participant_entries(user=people["staff"])
     assert [r["problem"] for r in mine] == [published.slug]
     assert draft.slug not in page_client(None).get("/leaderboard/users/root/").content.decode()
+
+
+def test_the_home_pages_recent_results_leave_drafts_out(people, hw):
+    from tests.leaderboard_factory import make_result
+
+    draft = make_problem(1, 7, status=Problem.Status.DRAFT)
+    published = make_problem(1, 1)
+    for problem in (draft, published):
+        make_result(problem=problem, hardware=hw, user=people["staff"], ms=1.0)
+    rows = page_client(None).get("/", {"fragment": "recent"}).content.decode()
+    assert published.slug in rows and draft.slug not in rows
