@@ -408,8 +408,8 @@ def _write(path: str, text: str) -> None:
 
 def _find_cgroup_parent() -> tuple[str | None, str]:
     """Where this runner may make its evaluations' cgroups: the operator's delegated folder
-    (KB_CGROUP_ROOT), else its own cgroup when the memory and pids controllers can be given
-    to its children there. (None, why not) otherwise."""
+    (KB_CGROUP_ROOT), else its own cgroup when the memory controller (and pids, where there)
+    can be given to its children there. (None, why not) otherwise."""
     explicit = os.environ.get(CGROUP_ROOT_ENV, "").strip()
     if explicit:
         base = explicit
@@ -427,16 +427,25 @@ def _find_cgroup_parent() -> tuple[str | None, str]:
         controllers = _read(os.path.join(base, "cgroup.controllers")).split()
     except OSError as exc:
         return None, f"the runner's cgroup {base} cannot be read: {exc.strerror}"
-    missing = [c for c in _CONTROLLERS if c not in controllers]
-    if missing:
-        return None, (f"the cgroup v2 controllers {', '.join(missing)} are not available to the "
-                      f"runner's cgroup (on cgroup v1 hosts they are not on the v2 hierarchy); "
-                      f"set {CGROUP_ROOT_ENV} to a delegated cgroup v2 folder")
+    if "memory" not in controllers:
+        return None, ("the cgroup v2 memory controller is not available to the runner's cgroup "
+                      "(on a cgroup v1 host it is not on the v2 hierarchy); set "
+                      f"{CGROUP_ROOT_ENV} to a delegated cgroup v2 folder")
+    wanted = [c for c in _CONTROLLERS if c in controllers]
     try:
-        enabled = _read(os.path.join(base, "cgroup.subtree_control")).split()
-        wanted = " ".join(f"+{c}" for c in _CONTROLLERS if c not in enabled)
-        if wanted:
-            _write(os.path.join(base, "cgroup.subtree_control"), wanted)
+        _enable(base, wanted)
+    except OSError as exc:
+        if exc.errno != errno.EBUSY or os.environ.get(TAKE_OVER_ENV) != "1":
+            return None, (f"the runner may not give the memory controller to cgroups under "
+                          f"{base} ({exc.strerror}: it holds processes itself); set "
+                          f"{CGROUP_ROOT_ENV} to a cgroup v2 folder delegated to it, or "
+                          f"{TAKE_OVER_ENV}=1 where the runner owns its cgroup (a container)")
+        try:
+            _take_over(base)
+            _enable(base, wanted)
+        except OSError as again:
+            return None, f"the runner's cgroup {base} could not be taken over: {again.strerror}"
+    try:
         probe = os.path.join(base, f"kb-probe-{os.getpid()}-{os.urandom(4).hex()}")
         os.mkdir(probe)
         os.rmdir(probe)
@@ -444,6 +453,33 @@ def _find_cgroup_parent() -> tuple[str | None, str]:
         return None, (f"the runner may not make cgroups under {base} ({exc.strerror}); set "
                       f"{CGROUP_ROOT_ENV} to a cgroup v2 folder delegated to it")
     return base, ""
+
+
+TAKE_OVER_ENV = "KB_CGROUP_TAKE_OVER"
+
+
+def _enable(base: str, controllers: list[str]) -> None:
+    enabled = _read(os.path.join(base, "cgroup.subtree_control")).split()
+    wanted = " ".join(f"+{c}" for c in controllers if c not in enabled)
+    if wanted:
+        _write(os.path.join(base, "cgroup.subtree_control"), wanted)
+
+
+def _take_over(base: str) -> None:
+    """A cgroup that holds processes cannot give controllers to children (cgroup v2's "no
+    internal processes" rule): every process in it moves to a leaf of its own, kb-runner, and
+    the evaluations' cgroups are made beside it. Only with KB_CGROUP_TAKE_OVER=1, where the
+    runner owns its cgroup (a container's)."""
+    leaf = os.path.join(base, "kb-runner")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(leaf)
+    for _ in range(10):  # processes started meanwhile are moved on the next round
+        pids = _read(os.path.join(base, "cgroup.procs")).split()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                _write(os.path.join(leaf, "cgroup.procs"), pid)
 
 
 def cgroup_parent() -> tuple[str | None, str]:
@@ -471,7 +507,7 @@ def make_cgroup(name: str, memory_bytes: int | None, pids: int | None) -> tuple[
                 _write(os.path.join(path, "memory.swap.max"), "0")
             with contextlib.suppress(OSError):
                 _write(os.path.join(path, "memory.oom.group"), "1")
-        if pids:
+        if pids and os.path.exists(os.path.join(path, "pids.max")):
             _write(os.path.join(path, "pids.max"), str(int(pids)))
     except OSError as exc:
         remove_cgroup(path)
@@ -539,8 +575,9 @@ def limit_job(decision: dict[str, Any], limits: dict[str, Any], *, name: str,
                             else {"filesystem": "host", "reason": reason})
     group, why = make_cgroup(name, memory, int(pids) if pids else None)
     if group:
+        has_pids = os.path.exists(os.path.join(group, "pids.max"))
         report["cgroup"] = {"memory_max_mb": memory // 2**20 if memory else None,
-                            "pids_max": pids}
+                            "pids_max": pids if has_pids else None}
     else:
         report["cgroup"] = False
         report["reason"] = why
