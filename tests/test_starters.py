@@ -1,9 +1,10 @@
 """Starter kernels per backend (problems/starters.py): one renderer for the submit page, the
 competition entry form and GET /api/v1/problems/<slug>/starter/?backend=B.
 
-That the starters are judged correct is checked against the real harness by hand (torch and
-Triton on every sample problem, C++ on one, CUDA on the H200: see the README); here, what the
-pages and the API give and to whom, in-process.
+Here, what the pages and the API give and to whom, in-process. That a starter is judged correct
+takes the real harness (a C++ build alone takes most of a minute): the PyTorch and Triton
+starters of every sample problem and the C++ one of level2/901_Small_Linear_GELU were judged
+correct on the CPU runner's harness when they were written; the CUDA one needs a GPU run.
 """
 
 import ast
