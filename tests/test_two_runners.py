@@ -49,7 +49,8 @@ def test_two_runners_share_one_queue_and_evaluate_each_submission_exactly_once(
     assert any(str(first.pid) in name for name in took_work)
     assert any(str(second.pid) in name for name in took_work)
     verdicts = dict(Submission.objects.filter(pk__in=ids).values_list("pk", "verdict"))
-    assert [verdicts[pk] for pk in ids] == ["correct", "incorrect"] * (COUNT // 2)
+    errors = dict(evaluations.values_list("submission_id", "error"))
+    assert [verdicts[pk] for pk in ids] == ["correct", "incorrect"] * (COUNT // 2), errors
 
 
 async def test_a_runners_event_reaches_a_websocket_client_through_the_configured_layer(
