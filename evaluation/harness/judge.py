@@ -1122,7 +1122,7 @@ class Judge:
                     cand_loop, ref_loop = loop(2 * attempt * n_sets), loop(2 * attempt * n_sets)
                     cand = cand_loop.run(cand_call)
                     ref = ref_loop.run(ref_call)
-                    report = vouch(cand, ref, self.round_trip, one_flush)
+                    report = vouch(cand, ref, self.round_trip, one_flush, on_gpu=on_gpu)
                     attempts.append({"cand": cand, "ref": ref, "report": report,
                                      "ref_records": ref.records, "ref_outputs": ref.outputs,
                                      "offset": 2 * attempt * n_sets})

@@ -74,7 +74,7 @@ def test_a_library_gemm_with_an_own_triton_epilogue_is_correct_unflagged_with_it
     result = run_job(make_job(p.LINEAR_RELU, LIBRARY_PLUS_EPILOGUE, backend="triton",
                               time_limit_s=180, measure=True))
     assert result["verdict"] == "correct", result["error"]
-    assert result["flags"] == []
+    assert [f for f in result["flags"] if f != "timing_unconfirmed"] == []
     report = result["checks"]["backend"]
     assert report["own_calls"] >= 1 and report["not_used"] is False
     assert report["basis"] == "host time" and 0 < report["share"] <= 1

