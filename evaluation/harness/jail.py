@@ -348,6 +348,7 @@ _CONTROLLERS = ("memory", "pids")
 _MS_NOSUID, _MS_NODEV = 0x2, 0x4
 _MNT_DETACH = 0x2
 _cgroup_parent: tuple[str | None, str] | None = None
+_swept = False  # stale slots of dead runners swept (once per process)
 _cgroup_lock = threading.Lock()
 
 
@@ -373,7 +374,76 @@ def mount_slot(slot: Path, size_mb: int, uid: int | None, files: int) -> str:
                    options.encode())
     except (OSError, AttributeError) as exc:
         return f"the build slot's tmpfs could not be mounted ({exc}): it stays on the host's disk"
+    with contextlib.suppress(OSError):
+        _mark_owner(slot)
     return ""
+
+
+OWNER_FILE = "kb-runner"  # beside a mounted slot: the pid and start time of the runner process
+
+
+def _process_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _mark_owner(slot: Path) -> None:
+    (slot.parent / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}")
+
+
+def sweep_stale_slots() -> int:
+    """Unmount the slot tmpfs of evaluations whose runner process is gone (killed outright, so
+    that Launch.discard never ran; its judges and sandboxes died with it) and remove their
+    folders. A slot without the owner file is left alone unless no process works in its
+    folder (a judge's working folder) for ten minutes. Returns how many were swept."""
+    import time
+
+    swept = 0
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        fields = line.split()
+        if " - " not in line or line.split(" - ", 1)[1].split()[:2] != ["tmpfs", "kb-slot"]:
+            continue
+        slot = Path(fields[4])
+        workdir = slot.parent
+        if not workdir.name.startswith("kbeval-"):
+            continue
+        try:
+            pid, start = (workdir / OWNER_FILE).read_text().split()
+            stale = _process_start(int(pid)) != start
+        except (OSError, ValueError):
+            try:
+                old = time.time() - workdir.stat().st_mtime > 600
+            except OSError:
+                old = True
+            stale = old and not _someone_works_in(workdir)
+        if stale:
+            unmount_slot(slot)
+            shutil.rmtree(workdir, ignore_errors=True)
+            swept += 1
+    # Their cgroups: an evaluation's is named after its folder, gone now.
+    parent = _cgroup_parent[0] if _cgroup_parent else None
+    if parent and os.path.isdir(parent):
+        for name in os.listdir(parent):
+            folder = Path(tempfile.gettempdir()) / name[3:]
+            if name.startswith("kb-kbeval-") and not folder.exists():
+                remove_cgroup(os.path.join(parent, name), timeout=0.5)
+    return swept
+
+
+def _someone_works_in(folder: Path) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry}/cwd").startswith(str(folder)):
+                    return True
+    return False
 
 
 def unmount_slot(slot: str | Path) -> None:
@@ -567,6 +637,12 @@ def limit_job(decision: dict[str, Any], limits: dict[str, Any], *, name: str,
         return decision
     from .process import resolve_memory_bytes
 
+    global _swept
+    if not _swept:
+        _swept = True
+        cgroup_parent()
+        with contextlib.suppress(Exception):
+            sweep_stale_slots()
     report: dict[str, Any] = {}
     memory = resolve_memory_bytes(limits)
     pids = limits.get("processes")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -125,3 +127,34 @@ print(json.dumps(out))
     assert out["applied"]["RLIMIT_FSIZE"] == 1 << 20 and out["oom"] == "1000"
     assert out["write"] == "File too large" and out["memfd"] == "Function not implemented"
     assert apply_limits({}) == {}
+
+
+def test_a_dead_runners_slot_tmpfs_is_swept_and_a_live_ones_kept(tmp_path):
+    """A runner killed outright never unmounts its slots: the next runner's first evaluation
+    sweeps those whose runner process is gone, and only those."""
+    import tempfile
+
+    made = []
+    for owner in ("dead", "alive"):
+        workdir = Path(tempfile.mkdtemp(prefix="kbeval-"))
+        slot = workdir / "slot"
+        slot.mkdir()
+        if jail.mount_slot(slot, 4, None, 100):
+            shutil.rmtree(workdir)
+            pytest.skip("this runner cannot mount a tmpfs on a slot")
+        if owner == "dead":
+            dead = subprocess.Popen(["true"])
+            dead.wait()
+            start = "0"
+            (workdir / jail.OWNER_FILE).write_text(f"{dead.pid} {start}")
+        (slot / "object.o").write_bytes(b"o" * 1000)
+        made.append((workdir, slot))
+    try:
+        jail.sweep_stale_slots()
+        (dead_dir, dead_slot), (live_dir, live_slot) = made
+        assert not dead_dir.exists()
+        assert (live_slot / "object.o").exists() and os.path.ismount(live_slot)
+    finally:
+        for workdir, slot in made:
+            jail.unmount_slot(slot)
+            shutil.rmtree(workdir, ignore_errors=True)
