@@ -7,6 +7,8 @@ rest, in process, and each of those must finish its call within a budget (TEST_B
 `@pytest.mark.budget(seconds)` with a reason where one needs more), or it fails with its duration.
 """
 
+import dis
+import inspect
 import os
 import signal
 import socket
@@ -120,26 +122,35 @@ TEST_BUDGET_S = float(os.environ.get("TEST_BUDGET_S", "2"))
 
 
 def _starts_processes(function, seen: set | None = None) -> bool:
-    """Whether `function`, or a function of the tests' own modules it names, names a way of
-    starting a process (the sandbox's run_job, subprocess): read from its code, not run."""
+    """Whether `function`, or a function of the tests' own modules it calls, names a way of
+    starting a process (the sandbox's run_job, subprocess, the runner's curation services):
+    read from its code (the globals it loads, and attributes of the modules among them), not
+    run."""
     seen = set() if seen is None else seen
     code = getattr(function, "__code__", None)
     if code is None or code in seen:
         return False
     seen.add(code)
     names = getattr(function, "__globals__", {})
+    starters = (*PROCESS_STARTERS, *SANDBOX_SERVICES)
     codes = [code]
     while codes:
         current = codes.pop()
-        codes.extend(c for c in current.co_consts if hasattr(c, "co_names"))  # lambdas, inner defs
-        for name in current.co_names:
-            value = names.get(name)
-            if value is subprocess or any(value is starter for starter in PROCESS_STARTERS):
+        codes.extend(c for c in current.co_consts if hasattr(c, "co_code"))  # lambdas, inner defs
+        loaded = None  # the module a global just loaded names, for `module.attribute`
+        for instruction in dis.get_instructions(current):
+            if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                value = names.get(instruction.argval)
+            elif instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and loaded is not None:
+                value = getattr(loaded, instruction.argval, None)
+            else:
+                loaded = None
+                continue
+            loaded = value if inspect.ismodule(value) else None
+            if value is subprocess or any(value is starter for starter in starters):
                 return True
-            if any(value is service for service in SANDBOX_SERVICES):
-                return True
-            module = getattr(value, "__module__", "") or ""
-            if callable(value) and module.startswith("tests.") and _starts_processes(value, seen):
+            ours = inspect.isfunction(value) and value.__module__.startswith("tests.")
+            if ours and _starts_processes(value, seen):
                 return True
     return False
 
