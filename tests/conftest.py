@@ -24,6 +24,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
+from django_q.brokers import get_broker
+from django_q.signing import SignedPackage
 
 from evaluation.harness import sandbox
 from evaluation.services import hardware_register
@@ -429,6 +431,16 @@ def browser():
         yield browser
         browser.close()
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+def take_queued_tasks(queue: str = "cpu") -> Iterator[dict]:
+    """The tasks queued for `queue`, taken off its broker (the ORM's, or Redis on the scaled
+    setup) as a runner's cluster takes them: {"func": ..., "args": ..., "kwargs": ...}."""
+    broker = get_broker(queue)
+    while batch := broker.dequeue():
+        for ack, package in batch:
+            broker.acknowledge(ack)
+            yield SignedPackage.loads(package)
 
 
 # ---- the stand-in harness ------------------------------------------------------------------------
