@@ -4,13 +4,14 @@ finishes it as unavailable with the reason."""
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils.module_loading import import_string
 
 from evaluation.harness import ncu
 from evaluation.services import hardware_register
 from problems.models import Problem
 from submissions.models import NcuReport
 from tests.api_support import SchemaCheckedClient, token_for
-from tests.conftest import wait_for
+from tests.conftest import take_queued_tasks
 from tests.leaderboard_factory import make_result
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,10 +40,8 @@ def api_for(user) -> SchemaCheckedClient:
 
 
 def test_a_report_asked_for_through_the_api_ends_unavailable_on_a_runner_without_ncu(
-    finished, user, start_runner
+    finished, user, monkeypatch
 ):
-    """Slow: a real runner process takes the report's task and answers for its own host (no ncu on
-    a CPU runner)."""
     api = api_for(user)
     answer = api.post(f"/api/v1/submissions/{finished.pk}/ncu/")
     assert answer.status_code == 202, answer.content
@@ -51,9 +50,12 @@ def test_a_report_asked_for_through_the_api_ends_unavailable_on_a_runner_without
     again = api.post(f"/api/v1/submissions/{finished.pk}/ncu/")
     assert again.status_code == 409 and again.json()["code"] == "already_open"
 
-    start_runner("cpu")
-    wait_for(lambda: NcuReport.objects.get(pk=report_id).status not in NcuReport.OPEN,
-             timeout=90)
+    # A CPU runner's worker takes the report's task (in this process) and answers for its host.
+    monkeypatch.setenv("KBSITE_RUNNER_NAME", "worker:1")
+    tasks = [t for t in take_queued_tasks("cpu") if t["func"] == "gpu_runner.tasks.ncu_report"]
+    assert [task["args"] for task in tasks] == [(report_id,)]
+    import_string(tasks[0]["func"])(*tasks[0]["args"])
+    assert NcuReport.objects.get(pk=report_id).status not in NcuReport.OPEN
     report = api.get(f"/api/v1/submissions/{finished.pk}/ncu/{report_id}/").json()
     assert report["status"] == "unavailable"
     assert "this runner serves a CPU" in report["message"]
