@@ -33,7 +33,7 @@ def test_a_visitor_finds_who_is_best_overall_and_opens_their_page(browser, live_
     expect(rows.nth(0).locator("td.person")).to_have_text("bob")
     expect(rows.nth(0).locator("td.solved")).to_have_text("2")
     expect(rows.nth(1).locator("td.rank")).to_have_text("2")
-    page.fill("input[name=level]", "1")
+    page.select_option("select[name=level]", "1")
     page.click("form.filters button[type=submit]")
     expect(rows).to_have_count(2)
     rows.nth(1).locator("td.person a").click()

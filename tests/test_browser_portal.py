@@ -37,8 +37,8 @@ def test_a_new_user_signs_up_makes_a_token_submits_and_sees_the_verdict_live(
 
     # Upload a kernel while no runner is up: the page shows it queued.
     page.goto(f"{live_site}/submissions/new/?problem={relu_problem.pk}")
-    page.select_option("select[name=backend]", "torch")
-    page.select_option("select[name=hardware]", "cpu")
+    page.select_option("#submission-form select[name=backend]", "torch")
+    page.select_option("#submission-form select[name=hardware]", "cpu")
     page.set_input_files("input[name=source_file]", str(KERNELS / "relu_correct.py"))
     page.click("#submission-form button[type=submit]")
     page.wait_for_url(re.compile(r".*/submissions/\d+/$"))

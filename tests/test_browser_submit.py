@@ -22,9 +22,9 @@ def test_an_uploaded_kernel_shows_its_verdict_without_a_reload(
     page.wait_for_url(f"{live_site}/")
 
     page.goto(f"{live_site}/submissions/new/?problem={relu_problem.pk}")
-    page.select_option("select[name=problem]", str(relu_problem.pk))
-    page.select_option("select[name=backend]", "torch")
-    page.select_option("select[name=hardware]", "cpu")
+    page.select_option("#submission-form select[name=problem]", str(relu_problem.pk))
+    page.select_option("#submission-form select[name=backend]", "torch")
+    page.select_option("#submission-form select[name=hardware]", "cpu")
     page.set_input_files("input[name=source_file]", str(KERNELS / "relu_correct.py"))
     page.click("#submission-form button[type=submit]")
     page.wait_for_url("**/submissions/*/")

@@ -48,10 +48,11 @@ REL_TOLERANCE = 0.1
 PATH_TOLERANCE = 0.25
 STANDARD_ERRORS = 4.0
 # On a CPU runner the worker's path is host work throughout, which the host's load stretches
-# unevenly between the calibration and the timing (seen up to twice over on a busy 2-core
-# host): looser there, where calls take milliseconds anyway.
+# unevenly between the calibration and the timing (seen up to three times over on a busy
+# 2-core host, where honest results beside a live browser test came out noted): looser there,
+# where calls take milliseconds anyway.
 CPU_REL_TOLERANCE = 0.25
-CPU_PATH_TOLERANCE = 1.0
+CPU_PATH_TOLERANCE = 2.0
 PINGS = 24
 
 
