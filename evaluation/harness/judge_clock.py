@@ -326,7 +326,13 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
     if rtt.get("echo_ms") is not None and cand.echo:
         drift = statistics.median(cand.echo) - float(rtt["echo_ms"])
         drift_se = math.hypot(se_median(cand.echo), float(rtt.get("echo_se_ms") or 0.0))
-    expected = ref_seen + float(rtt.get("median_ms") or 0.0) + drift
+    extra = float(rtt.get("median_ms") or 0.0)
+    local = float(rtt.get("local_ms") or 0.0)
+    if not on_gpu and local > 0 and ref_seen > local:
+        # On a CPU runner the worker's path is host work that a host busier than at the
+        # calibration slows as much as the judge's own path, which the reference's calls show.
+        extra *= min(ref_seen / local, 10.0)
+    expected = ref_seen + extra + drift
     # The standard errors of what the judge measured on its own (the reference's path, the
     # calibration, the echo): never the candidate's spread, which a kernel that varies its
     # own calls would widen at will.
