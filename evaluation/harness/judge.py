@@ -1138,8 +1138,10 @@ class Judge:
         self._note_memory("timing", reply.get("memory_gb"))
         last = attempts[-1]
         cand, ref, report = last["cand"], last["ref"], last["report"]
-        self.result["candidate"] = _summary(cand.stats())
-        self.result["reference"] = _summary(ref.stats())
+        cand_stats = {**cand.stats(), "input_sets": n_sets}
+        ref_stats = {**ref.stats(), "input_sets": n_sets}
+        self.result["candidate"] = _summary(cand_stats)
+        self.result["reference"] = _summary(ref_stats)
         if self.result["candidate"] and self.result["reference"]:
             c = self.result["candidate"]["median_ms"]
             r = self.result["reference"]["median_ms"]
@@ -1150,12 +1152,10 @@ class Judge:
                 "judge_median_ms", "reported_median_ms", "unexplained_ms", "expected_ms",
                 "tolerance_ms")}
         self.result["timing_detail"] = {
-            "candidate": {**{k: cand.stats()[k] for k in _TIMING_FACTS if k != "input_sets"},
-                          "input_sets": n_sets},
-            "reference": {**{k: ref.stats()[k] for k in _TIMING_FACTS if k != "input_sets"},
-                          "input_sets": n_sets},
+            "candidate": {k: cand_stats[k] for k in _TIMING_FACTS},
+            "reference": {k: ref_stats[k] for k in _TIMING_FACTS},
             "judge_clock": report,
-            "cross_check": self._stream_check(cand.stats(), ref.stats()),
+            "cross_check": self._stream_check(cand_stats, ref_stats),
             # Other evaluations' candidate processes stopped for the window (gate.py).
             "neighbours_stopped": self.gate.frozen[-1] if self.gate.frozen else None,
         }

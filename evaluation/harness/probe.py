@@ -59,7 +59,8 @@ def draw_seed(seed: int, j: int, k: int) -> int:
 
 
 def draw_inputs(module: Any, seed: int, device: str, precision: str) -> Draw:
-    """Draws of the problem's own inputs for uses k >= 1 of each set, the same on both sides."""
+    """Draws of the problem's own inputs for uses k >= 1 of each set (the judge's alone: no
+    draw function or seed ever reaches the worker)."""
     def draw(j: int, k: int) -> list:
         return make_inputs(module, draw_seed(seed, j, k), device, precision)
     return draw
