@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -1007,6 +1008,30 @@ class Judge:
                                             "memory_bound_ms": report.get("memory_bound_ms")})
 
     # --- timing --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _timing_threads(self) -> Iterator[None]:
+        """On a CPU runner, the judge's own side of every timed or calibrating call (the
+        reference, the channel's copies mirrored) on the intra-op threads the worker's calls
+        get (timing.py says why). With the default two on a busy 2-core host, each of the
+        judge's copies waited on a thread the host had set aside: the calibration's local path
+        took 30 ms a call against 0.7 ms on one thread, and honest results were left
+        unconfirmed."""
+        import torch
+
+        threads = self.job["timing"].get("cpu_threads", 1)
+        if self.device != "cpu" or not isinstance(threads, int) or threads <= 0:
+            yield
+            return
+        from .environment import note
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        note("timing_threads", threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
     def _timed_call_header(self) -> dict[str, Any]:
         cfg = self.job["timing"]
         return {"cmd": "call", "flush_l2": bool(cfg.get("flush_l2", True)),
@@ -1049,9 +1074,10 @@ class Judge:
         # host memory: seconds for a problem of several GB a tensor).
         self.worker.request({"cmd": "ping"}, deadline=self.deadline, phase="start")
         self.echo = Echo()
-        self.round_trip = round_trip(
-            worker_call, local_call, draw, summarize=lambda out: summarize_output(
-                out, sample_seed), sync=self.ref_timer.sync, echo=self.echo)
+        with self._timing_threads():
+            self.round_trip = round_trip(
+                worker_call, local_call, draw, summarize=lambda out: summarize_output(
+                    out, sample_seed), sync=self.ref_timer.sync, echo=self.echo)
         self.checks["round_trip"] = self.round_trip
 
     def _time_candidate_and_reference(self, reference: Any, ref_model: Any,
@@ -1106,18 +1132,10 @@ class Judge:
         attempts: list[dict] = []
         records: list[dict] = []
         outputs: list[Any] = []
-        threads_before = torch.get_num_threads()
-        cpu_threads = cfg.get("cpu_threads", 1)
         # Both sides timed with the device to this evaluation alone (gate.py).
-        with self.gate.exclusive():
+        with self.gate.exclusive(), self._timing_threads():
             self.result["timing_window"] = [time.time(), None]  # shown beside others' steps
             try:
-                if not on_gpu and isinstance(cpu_threads, int) and cpu_threads > 0:
-                    from .environment import note
-
-                    # Both sides' calls on as many intra-op threads (timing.py says why).
-                    torch.set_num_threads(cpu_threads)
-                    note("timing_threads", cpu_threads)
                 for attempt in range(TIMING_ATTEMPTS):
                     cand_loop, ref_loop = loop(2 * attempt * n_sets), loop(2 * attempt * n_sets)
                     cand = cand_loop.run(cand_call)
@@ -1131,7 +1149,6 @@ class Judge:
                     if report["confirmed"]:
                         break
             finally:
-                torch.set_num_threads(threads_before)
                 self.result["timing_window"][1] = time.time()
             reply, kept = self.worker.request({"cmd": "late"}, deadline=self.deadline,
                                               phase="timing")

@@ -220,14 +220,20 @@ class Worker:
         if self.timer is None:
             self.timer = CallTimer(self.device, flush_l2=bool(header.get("flush_l2", True)))
         threads = header.get("cpu_threads")
-        if (self.model is not None and self.device == "cpu" and isinstance(threads, int)
-                and threads > 0 and torch.get_num_threads() != threads):
+        before = torch.get_num_threads()
+        if (self.device == "cpu" and isinstance(threads, int) and threads > 0
+                and before != threads):
+            # The calibration's calls on the timed calls' threads too, as the judge's are;
+            # the candidate's load and trials after it keep the threads they had.
             torch.set_num_threads(threads)
         try:
             fn = self.model if self.model is not None else calibration_call
             out, facts = self.timer(fn, inputs, int(header.get("flushes") or 0))
         except BaseException as exc:
             return self._failure(exc, "runtime_error", "timing"), None
+        finally:
+            if self.model is None and torch.get_num_threads() != before:
+                torch.set_num_threads(before)
         value = tuple(out) if isinstance(out, list) else out
         return {"ok": True, **facts}, value
 
