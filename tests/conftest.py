@@ -7,6 +7,7 @@ rest, in process, and each of those must finish its call within a budget (TEST_B
 `@pytest.mark.budget(seconds)` with a reason where one needs more), or it fails with its duration.
 """
 
+import contextlib
 import dis
 import inspect
 import os
@@ -257,8 +258,10 @@ def process_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def stop_process(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
-    """Stop a process started in its own group, and everything it started."""
+def stop_process(process: subprocess.Popen, *, sig: int = signal.SIGTERM,
+                 grace: float = 5.0) -> None:
+    """Stop a process started in its own group, and everything it started: `sig`, then after
+    `grace` seconds SIGKILL to the group (a judge dies with the runner that started it)."""
     if process.poll() is not None:
         return
     try:
@@ -266,10 +269,26 @@ def stop_process(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> Non
     except ProcessLookupError:
         return
     try:
-        process.wait(timeout=5)  # queue workers can take long to wind down; no need to wait
+        process.wait(timeout=grace)  # queue workers can take long to wind down
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+
+
+# A test's processes at its end: nothing of theirs is looked at after it, and a runner's queue
+# cluster took more than 5 s to wind down every time (a sixth of the slow tier's time went on
+# these waits). Signalled together, then killed after a second.
+TEARDOWN_GRACE_S = 1.0
+
+
+def stop_processes(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+    for process in processes:
+        stop_process(process, grace=TEARDOWN_GRACE_S)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -381,8 +400,7 @@ def start_runner(tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
         return process
 
     yield start
-    for process in started:
-        stop_process(process)
+    stop_processes(started)
 
 
 @pytest.fixture(scope="session")

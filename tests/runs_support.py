@@ -12,7 +12,7 @@ from django_q.models import OrmQ
 
 from submissions.llm import MOCK_FILE_ENV
 from submissions.models import Evaluation, Model, Submission
-from tests.conftest import REPO, process_env, stop_process
+from tests.conftest import REPO, process_env, stop_processes
 
 MODEL_NAME = "openai/gpt-4o-mini"  # in litellm's local price list, so costs are not zero
 
@@ -131,5 +131,4 @@ def start_generation_cluster(tmp_path) -> Iterator[Callable[..., subprocess.Pope
         return process
 
     yield start
-    for process in started:
-        stop_process(process)
+    stop_processes(started)

@@ -134,6 +134,6 @@ def test_timing_defaults_hold_one_percent_on_a_gpu_and_stay_short_on_a_cpu():
     gpu = normalize_job({**base, "device": "cuda"})["timing"]
     cpu = normalize_job({**base, "device": "cpu"})["timing"]
     assert gpu["max_reps"] == 500 and gpu["target_rel_err"] == 0.0015 and gpu["min_reps"] == 20
-    assert cpu["max_reps"] == 200 and cpu["cpu_threads"] == 1
+    assert cpu["max_reps"] == 100 and cpu["cpu_threads"] == 1
     chosen = normalize_job({**base, "device": "cpu", "timing": {"max_reps": 50}})["timing"]
     assert chosen["max_reps"] == 50  # a job's own setting wins
