@@ -50,17 +50,29 @@ def _shared(tmp_path: Path, **overrides) -> dict:
                     memory_need_bytes=100, device_memory_bytes=1000, **overrides)
 
 
-def _neighbour(folder: Path, hold_s: float, inside: threading.Event) -> threading.Thread:
-    """Another evaluation's admission on the same device, held for `hold_s`."""
-    def hold() -> None:
-        with gate.admitted(folder, 100, 1000):
-            inside.set()
-            time.sleep(hold_s)
+class Neighbour(threading.Thread):
+    """Another evaluation's admission on the same device, held for `hold_s` or until ended."""
 
-    thread = threading.Thread(target=hold)
-    thread.start()
+    def __init__(self, folder: Path, hold_s: float, inside: threading.Event) -> None:
+        super().__init__()
+        self.folder, self.hold_s, self.inside = folder, hold_s, inside
+        self.ended = threading.Event()
+
+    def run(self) -> None:
+        with gate.admitted(self.folder, 100, 1000):
+            self.inside.set()
+            self.ended.wait(self.hold_s)
+
+    def end(self) -> None:
+        self.ended.set()
+        self.join()
+
+
+def _neighbour(folder: Path, hold_s: float, inside: threading.Event) -> Neighbour:
+    neighbour = Neighbour(folder, hold_s, inside)
+    neighbour.start()
     inside.wait(5)
-    return thread
+    return neighbour
 
 
 def test_the_judge_running_out_of_device_memory_is_out_of_memory_not_a_harness_error():
@@ -101,7 +113,7 @@ def test_a_run_alone_that_cannot_start_within_the_time_limit_keeps_the_first_ver
     assert result["verdict"] == "out_of_memory"
     assert result["environment"]["sharing"]["run_again_alone"] is False
     assert took < 20, f"it waited past its time limit: {took:.1f} s"
-    neighbour.join()
+    neighbour.end()  # held past the run's time limit: nothing to wait for now
 
 
 def test_a_kernel_out_of_memory_alone_too_keeps_its_verdict_after_one_run_alone(
