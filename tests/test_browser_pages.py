@@ -18,7 +18,7 @@ its basetemp); with the environment variable `KB_SCREENSHOTS` set to a folder (m
 missing), every visit leaves one there, to look the pages over. (A screenshot of every visit
 and a 500 ms quiet wait per page took most of these tests' four and a half minutes on two
 cores; a page is settled once its requests are answered and 100 ms pass without a new one,
-and one tab per width serves every visit.)
+one tab serves every visit, and each page is loaded once and checked at each width.)
 The pages come from the URLconfs (kbsite/urls.py and each app's urls.py); the Django admin
 (Django's own pages) and the file downloads (CSV, JSON, source) are left out.
 """
@@ -310,6 +310,7 @@ class Visit:
         self.recording = True
         self.in_flight: set = set()
         self.shot: Path | None = None
+        self.reported = 0  # problems already answered for an earlier width
         self.page = page
         self.listeners = {
             "console": self._console,
@@ -370,8 +371,15 @@ class Visit:
         self._note(f"requests still open after {limit_s:.0f} s: "
                    + ", ".join(sorted(r.url for r in self.in_flight))[:300])
 
-    def check(self, *, shot: Path) -> list[str]:
-        self.settle()
+    def at_width(self, width: int, *, shot: Path) -> list[str]:
+        """What went wrong at `width` px wide: the window narrowed (or widened) to it on the
+        loaded page, its layout checked; the first width's answer holds what its load raised,
+        a later one's only what came up since."""
+        if (self.page.viewport_size or {}).get("width") != width:
+            self.recording = True
+            self.page.set_viewport_size({"width": width, "height": 900})
+            # A frame for resize handlers (the charts redraw) before the layout is read.
+            self.page.evaluate("() => new Promise(done => requestAnimationFrame(() => done()))")
         widths = self.page.evaluate(
             "() => [document.documentElement.scrollWidth, window.innerWidth]"
         )
@@ -381,8 +389,13 @@ class Visit:
         self.shot = shot
         if every_visit_shot():
             self.page.screenshot(path=str(shot), full_page=True)
-        self.recording = False  # what the closing tab aborts is not the page's fault
-        return self.problems
+        self.recording = False  # what the page checks' clicks raise is theirs to judge
+        found, self.reported = self.problems[self.reported:], len(self.problems)
+        return found
+
+    def check(self, *, shot: Path) -> list[str]:
+        self.settle()
+        return self.at_width((self.page.viewport_size or {}).get("width", WIDTHS[0]), shot=shot)
 
     def shoot_failing(self, found: list[str]) -> None:
         """The screenshot of a failing visit, unless every visit has one already."""
@@ -539,39 +552,49 @@ def log_in(context, base: str, username: str) -> None:
 
 
 def visit_all(browser, base: str, site: dict, *, state: str, role: str, folder: Path) -> dict:
-    """Visit every page at every width; return {visit name: [problems]} for the failing ones."""
+    """Visit every page, loaded once and checked at every width (the window narrowed on the
+    loaded page: the layout answers to the width, and a second load of each page was half these
+    tests' time); return {visit name: [problems]} for the failing ones."""
     failures: dict[str, list[str]] = {}
     visited = 0
-    for width in WIDTHS:
-        context = browser.new_context(viewport={"width": width, "height": 900})
-        try:
-            if role != "anonymous":
-                log_in(context, base, "ada" if role == "user" else "root")
-            tab = context.new_page()
-            for name, path in pages(site):
-                visit = Visit(tab, base, allow_404=name == "not-found")
-                try:
-                    answer = visit.page.goto(base + path)
-                    if name == "not-found":
-                        assert answer.status == 404, f"{path} answered {answer.status}"
-                    found = visit.check(shot=folder / f"{state}-{role}-{width}-{name}.png")
-                    found += _check_every_page(visit.page, state)
+    user = "ada" if role == "user" else "root"
+    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900})
+    try:
+        if role != "anonymous":
+            log_in(context, base, user)
+        tab = context.new_page()
+        for name, path in pages(site):
+            tab.set_viewport_size({"width": WIDTHS[0], "height": 900})
+            visit = Visit(tab, base, allow_404=name == "not-found")
+            try:
+                answer = tab.goto(base + path)
+                if name == "not-found":
+                    assert answer.status == 404, f"{path} answered {answer.status}"
+                visit.settle()
+                for width in WIDTHS:
+                    shot = folder / f"{state}-{role}-{width}-{name}.png"
+                    found = visit.at_width(width, shot=shot)
+                    found += _check_every_page(tab, state)
                     check = PAGE_CHECKS.get(name)
                     if check and not (name == "submit" and role == "anonymous"):
-                        found += check(visit.page, state)
+                        found += check(tab, state)
                     visit.shoot_failing(found)
-                finally:
-                    visit.close()
-                visited += 1
-                if found:
-                    failures[f"{name} at {width} px"] = found
-            if role != "anonymous":
+                    visited += 1
+                    if found:
+                        failures[f"{name} at {width} px"] = found
+            finally:
+                visit.close()
+        if role != "anonymous":
+            for n, width in enumerate(WIDTHS):
+                tab.set_viewport_size({"width": width, "height": 900})
+                if n:
+                    log_in(context, base, user)  # the last width's visit logged out
                 found = _token_and_logout(tab, base, folder, f"{state}-{role}-{width}")
                 visited += 2
                 for key, value in found.items():
                     failures[f"{key} at {width} px"] = value
-        finally:
-            context.close()
+    finally:
+        context.close()
     return {"failures": failures, "visited": visited}
 
 
