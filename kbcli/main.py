@@ -10,7 +10,7 @@ from pathlib import Path
 
 import requests
 
-from kbcli import config
+from kbcli import check, config
 from kbcli.client import ApiError, Client, settled
 
 EXIT_OK = 0
@@ -557,6 +557,8 @@ def build_parser() -> argparse.ArgumentParser:
     enter.add_argument("--precision", help="fp32, fp16 or bf16")
     enter.add_argument("--wait", action="store_true", help=wait_help)
     enter.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
+
+    check.add_arguments(command("check", check.cmd_check, check.HELP))
     return parser
 
 
