@@ -112,6 +112,17 @@ class Client:
         headers = {"Idempotency-Key": uuid.uuid4().hex}
         return self.request("POST", f"{API}/submissions/", json=fields, headers=headers)
 
+    def submit_batch(self, items: list[dict]) -> list[dict]:
+        """Store up to BATCH_MAX submissions at once (all or none); their accepted records."""
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        body = {"submissions": items}
+        return self.request("POST", f"{API}/submissions/batch/", json=body,
+                            headers=headers)["submissions"]
+
+    def starter(self, slug: str, backend: str) -> dict:
+        """A working kernel for the problem in the backend: problem, backend, filename, source."""
+        return self.get(f"{API}/problems/{slug}/starter/", backend=backend)
+
     def submission(self, submission_id: int) -> dict:
         return self.get(f"{API}/submissions/{submission_id}/")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import requests
 
-from kbcli import check, config
+from kbcli import batch, check, config, starter
 from kbcli.client import ApiError, Client, settled
 
 EXIT_OK = 0
@@ -323,6 +323,8 @@ def default_hardware(client: Client, given: str | None) -> str | None:
 
 def cmd_submit(args) -> int:
     path = Path(args.file)
+    if path.is_dir():  # every kernel file in it, in one batch request (kbcli/batch.py)
+        return batch.cmd_submit_folder(args, client_from_config(), Progress, describe)
     source = _read_source(path)
     if source is None:
         return EXIT_USAGE
@@ -505,8 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
     wait_help = ("follow it live to the outcome: the verdict, then its ranking (a would-be "
                  "record is re-verified before it ranks)")
 
-    submit = command("submit", cmd_submit, "submit a kernel file")
-    submit.add_argument("file")
+    submit = command("submit", cmd_submit, "submit a kernel file, or a folder of them")
+    submit.epilog = batch.NAMING
+    submit.add_argument("file", help="a kernel file, or a folder of them (see below)")
     name_problem(submit)
     submit.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
     submit.add_argument("--hardware",
@@ -559,6 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     enter.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
     check.add_arguments(command("check", check.cmd_check, check.HELP))
+    starter.add_arguments(command("starter", starter.cmd_starter, starter.HELP))
     return parser
 
 
