@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kbcli.client import ApiError, Client
+from kbcli.files import read_kernel
 
 BATCH_MAX = 100  # the batch API's limit (submissions.services.BATCH_MAX); more go in several
 
@@ -56,16 +57,6 @@ def kernel_files(folder: Path) -> list[Path]:
         if path.is_file()
         and not any(part.startswith((".", "__")) for part in path.relative_to(folder).parts)
     )
-
-
-def read_kernel(path: Path) -> str:
-    """The file's text; ValueError saying why it cannot be sent."""
-    try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as error:
-        raise ValueError(f"cannot read it: {error.strerror}") from error
-    except UnicodeDecodeError as error:
-        raise ValueError(f"not UTF-8 text (byte {error.start})") from error
 
 
 Refused = list[tuple[str, str]]  # (the file's path in the folder, why it was not submitted)

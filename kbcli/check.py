@@ -28,6 +28,7 @@ from evaluation.harness.config import BACKENDS, PRECISIONS, JobError, normalize_
 from evaluation.harness.types import Job, Result
 from kbcli import config
 from kbcli.client import Client
+from kbcli.files import read_kernel
 
 HELP = ("run the site's evaluation of a kernel file on this machine (verdict, exploits, "
         "notes, diagnosis, timing) before submitting it")
@@ -62,11 +63,9 @@ class Reference:
 
 def read_text(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as error:
-        raise CheckError(f"cannot read {path}: {error.strerror}") from None
-    except UnicodeDecodeError as error:
-        raise CheckError(f"{path} is not UTF-8 text (byte {error.start})") from None
+        return read_kernel(path)
+    except ValueError as error:
+        raise CheckError(f"{path}: {error}") from None
 
 
 def file_reference(path: Path) -> Reference:

@@ -12,6 +12,7 @@ import requests
 
 from kbcli import batch, check, config, starter
 from kbcli.client import ApiError, Client, settled
+from kbcli.files import read_kernel
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # an error, or a verdict other than correct
@@ -275,14 +276,9 @@ def _finish(args, client: Client, submission: dict) -> int:
 def _read_source(path: Path) -> str | None:
     """The kernel file's text, or None after saying why it cannot be read."""
     try:
-        raw = path.read_bytes()
-    except OSError as error:
-        print(f"kb: cannot read {path}: {error.strerror}", file=sys.stderr)
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        print(f"kb: {path} is not UTF-8 text (byte {error.start})", file=sys.stderr)
+        return read_kernel(path)
+    except ValueError as error:
+        print(f"kb: {path}: {error}", file=sys.stderr)
         return None
 
 
