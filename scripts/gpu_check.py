@@ -327,6 +327,8 @@ class Exploit:
     backend: str
     verdict: str
     flags: frozenset[str] = frozenset()  # must all be there; honest kernels: no flag at all
+    # At least one of these too, where the judge may name the same cheat either way.
+    any_of: frozenset[str] = frozenset()
     overrides: tuple[tuple[str, Any], ...] = ()
     gpu_only: bool = True
 
@@ -336,8 +338,9 @@ class Exploit:
 
 
 def _case(what: str, problem: str, kernel: Path, backend: str, verdict: str,
-          flags: tuple[str, ...] = (), gpu_only: bool = True, **overrides: Any) -> Exploit:
-    return Exploit(what, problem, kernel, backend, verdict, frozenset(flags),
+          flags: tuple[str, ...] = (), gpu_only: bool = True, any_of: tuple[str, ...] = (),
+          **overrides: Any) -> Exploit:
+    return Exploit(what, problem, kernel, backend, verdict, frozenset(flags), frozenset(any_of),
                    tuple(sorted(overrides.items())), gpu_only)
 
 
@@ -371,8 +374,11 @@ EXPLOITS = [
           ("input_mutated",), gpu_only=False),
     _case("output aliasing an input", RELU, SUITE / "aliases_input.py", "torch", "rejected",
           ("output_aliases_input",), gpu_only=False),
+    # On the CPU the replayed answer is an earlier timed call's (result_caching); on the H200
+    # the handed-over inputs came back at one address with new values, so it matched no earlier
+    # answer either (timed_output_incorrect). Rejected and named both ways.
     _case("result caching (address)", RELU, SUITE / "cache_by_pointer.py", "torch", "rejected",
-          ("result_caching",), gpu_only=False),
+          gpu_only=False, any_of=("result_caching", "timed_output_incorrect")),
     # Never hits: every timed call's inputs are new tensors (the judge's draw for that call).
     _case("result caching (object)", RELU, SUITE / "cache_by_id.py", "torch", "correct",
           gpu_only=False),
@@ -508,9 +514,11 @@ def exploits_check(args: argparse.Namespace, out_path: Path | None) -> int:
         if case.honest:
             ok = res["verdict"] == "correct" and not flags
         else:
-            ok = res["verdict"] == case.verdict and case.flags <= flags
+            ok = (res["verdict"] == case.verdict and case.flags <= flags
+                  and (not case.any_of or bool(case.any_of & flags)))
         if not ok:
-            failures.append(f"{case.what}: expected {case.verdict} {sorted(case.flags)}, got "
+            failures.append(f"{case.what}: expected {case.verdict} {sorted(case.flags)}"
+                            f"{f' and one of {sorted(case.any_of)}' if case.any_of else ''}, got "
                             f"{res['verdict']} {sorted(flags)} {short(res)}")
         checks = res.get("checks") or {}
         print(f"  {case.what}: {res['verdict']} {sorted(flags) or '-'} "
@@ -519,7 +527,8 @@ def exploits_check(args: argparse.Namespace, out_path: Path | None) -> int:
         rows.append((case, res, ok))
         records.append({"class": case.what, "kernel": str(case.kernel.relative_to(REPO)),
                         "problem": case.problem, "backend": case.backend,
-                        "expected": {"verdict": case.verdict, "flags": sorted(case.flags)},
+                        "expected": {"verdict": case.verdict, "flags": sorted(case.flags),
+                                     "any_of": sorted(case.any_of)},
                         "verdict": res["verdict"], "flags": sorted(flags), "ok": ok,
                         "error": res.get("error"), "checks": checks,
                         "candidate": res.get("candidate"), "reference": res.get("reference"),

@@ -397,6 +397,44 @@ def host_room() -> dict[str, int]:
             "memory_available_mb": info.get("MemAvailable", 0), "shmem_mb": info.get("Shmem", 0)}
 
 
+def settled_room(*, quiet_s: float = 2.0, timeout_s: float = 45.0, memory_mb: int = 48,
+                 shmem_mb: int = 8) -> dict[str, int]:
+    """The host's room once it stops moving: after an evaluation the runner's next spare judge
+    is still starting (on a GPU its three processes take about 1.5 GiB with their CUDA
+    contexts, seen on the H200), and room read then is room the spare takes later."""
+    samples: list[tuple[float, dict[str, int]]] = []
+    deadline = time.monotonic() + timeout_s
+    while True:
+        now, room = time.monotonic(), host_room()
+        samples = [(t, r) for t, r in samples if t >= now - quiet_s] + [(now, room)]
+        window = [r for _, r in samples]
+        if samples[0][0] <= now - quiet_s + 0.3 and (
+                max(r["memory_available_mb"] for r in window)
+                - min(r["memory_available_mb"] for r in window) <= memory_mb
+                and max(r["shmem_mb"] for r in window)
+                - min(r["shmem_mb"] for r in window) <= shmem_mb):
+            return room
+        if now > deadline:
+            return room
+        time.sleep(0.25)
+
+
+def largest_processes(count: int = 8) -> list[str]:
+    """The host's largest processes by resident memory: who holds the room that did not come
+    back."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            status = (entry / "status").read_text()
+            rss_kb = int(next(line.split()[1] for line in status.splitlines()
+                              if line.startswith("VmRSS:")))
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            found.append((rss_kb, f"{entry.name} {rss_kb // 1024} MiB {cmd[:120]}"))
+    return [line for _, line in sorted(found, reverse=True)[:count]]
+
+
 def assert_room_back(before: dict[str, int], *, disk_mb: int = 200, shmem_mb: int = 64,
                      memory_mb: int = 768, wait_s: float = 20.0) -> dict:
     """The host's free disk and memory back to where they were, waited for a while (an
@@ -418,5 +456,6 @@ def assert_room_back(before: dict[str, int], *, disk_mb: int = 200, shmem_mb: in
             break
         time.sleep(0.5)
     print(f"KB-ROOM before {before} after {now}")
-    assert not short, f"the host did not get its room back (MiB, before and after): {short}"
+    assert not short, (f"the host did not get its room back (MiB, before and after): {short}; "
+                       f"its largest processes: {largest_processes()}")
     return now

@@ -50,7 +50,9 @@ import threading
 
 import pytest
 
-from .conftest import attack_report, compiled_victim_source, dump, host_code_folders
+from evaluation.harness import buildcache
+
+from .conftest import DEVICE, attack_report, compiled_victim_source, dump, host_code_folders
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -160,10 +162,21 @@ def test_a_kernel_cannot_exhaust_the_host_or_leave_anything_behind(arena):
     evaluation = arena.assert_rejected(attack)
     report = attack_report(evaluation)
     assert "info_fork" in report, f"the attack did not run: {report}"
-    # Nothing of it outlives the evaluation: no process, no large or tagged file.
+    # Nothing of it outlives the evaluation: no process, no large or tagged file, except in its
+    # own build-cache entry (its own source's, kept for its own next evaluation of that
+    # source), which may keep what its build folder held up to the entry's limit
+    # (docs/security.md, "The build cache"). On the CPU its 1 GiB passes the limit and the entry
+    # is dropped; on the H200 its write stopped at 88 MiB and the entry kept it.
     left = arena.leftover_processes()
     assert not left, f"{len(left)} processes of the attack outlived its evaluation"
-    files = arena.tagged_files()
+    own_entry = buildcache.entry_for({
+        "build_dir": str(arena.build_cache), "candidate_source": attack.source,
+        "build_owner": attack.participant, "backend": attack.backend, "device": DEVICE})
+    files = [p for p in arena.tagged_files() if own_entry not in p.parents]
     assert not files, f"the attack left files: {[(str(p), p.stat().st_size) for p in files]}"
+    if own_entry.is_dir():
+        kept, _, over = buildcache.usage(own_entry, max_bytes=buildcache.ENTRY_MB << 20,
+                                         max_files=buildcache.ENTRY_FILES)
+        assert not over, f"its own build-cache entry kept {kept} bytes, past the entry's limit"
     arena.assert_no_canary(*arena.rows_of(attack))
     arena.assert_honest_next_is_correct()

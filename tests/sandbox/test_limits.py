@@ -5,8 +5,9 @@ where they were.
 
 The runner here gets small limits, so that each attack stays small and fast: a 256 MiB build
 slot (KB_BUILD_SLOT_MB) and 128 MiB files (KB_SANDBOX_FILE_SIZE_MB, RLIMIT_FSIZE). Each test
-first evaluates an honest kernel (so the runner's spare judge is up, as it is after the attack)
-and reads the host's room then. docs/security.md, "Limits", says what enforces each limit.
+first evaluates an honest kernel and reads the host's room once it has settled (the runner's
+next spare judge up, as it is after the attack). docs/security.md, "Limits", says what enforces
+each limit.
 
 - the build slot: files unlinked and kept open, 1 GiB of them (invisible to a walk of the
   folder): RLIMIT_FSIZE stops each at 128 MiB and the slot's own tmpfs (or, where the runner
@@ -27,7 +28,7 @@ import os
 
 import pytest
 
-from .conftest import assert_room_back, attack_report, dump, host_room
+from .conftest import assert_room_back, attack_report, dump, settled_room
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -42,10 +43,10 @@ def runner_env() -> dict[str, str]:
 
 
 def _warm(arena) -> dict[str, int]:
-    """An honest evaluation first (the runner's spare judge is up after it, as after the
-    attack), then the host's room."""
+    """An honest evaluation first, then the host's room once the runner's next spare judge is
+    up (as it is after the attack)."""
     arena.assert_honest_next_is_correct()
-    return host_room()
+    return settled_room()
 
 
 def test_files_unlinked_in_the_build_slot_stop_at_its_limit(arena):
