@@ -32,6 +32,8 @@ class LevelSummary:
     compile_rate: float
     correct_rate: float
     fast_p: dict[float, float] = field(default_factory=dict)
+    # fast_p's numerators: how many problems are correct and faster than p (fast_count).
+    fast_counts: dict[float, int] = field(default_factory=dict)
     geomean_speedup: float | None = None
 
 
@@ -40,11 +42,19 @@ def _check_total(total: int) -> None:
         raise ValueError(f"the number of problems cannot be negative (got {total})")
 
 
+def fast_count(speedups_of_correct: Iterable[float | None], *, p: float) -> int:
+    """How many correct problems' kernels have speedup > p: fast_p's numerator.
+
+    A correct kernel without a measured speedup is never fast.
+    """
+    return sum(1 for s in speedups_of_correct if s is not None and s > p)
+
+
 def fast_p(speedups_of_correct: Iterable[float | None], *, total: int, p: float) -> float:
-    """Share of `total` problems whose correct kernel has speedup > p.
+    """Share of `total` problems whose correct kernel has speedup > p (fast_count over total).
 
     Pass only the correct problems' speedups; missing and incorrect problems are the rest of
-    `total`. A correct kernel without a measured speedup is never fast.
+    `total`.
     """
     _check_total(total)
     speedups = list(speedups_of_correct)
@@ -52,7 +62,7 @@ def fast_p(speedups_of_correct: Iterable[float | None], *, total: int, p: float)
         raise ValueError(f"{len(speedups)} correct problems cannot exceed the {total} counted")
     if total == 0:
         return 0.0
-    return sum(1 for s in speedups if s is not None and s > p) / total
+    return fast_count(speedups, p=p) / total
 
 
 def geometric_mean(values: Iterable[float | None]) -> float | None:
@@ -113,6 +123,7 @@ def level_summary(
         compile_rate=compiled / total if total else 0.0,
         correct_rate=len(correct_speedups) / total if total else 0.0,
         fast_p={p: fast_p(correct_speedups, total=total, p=p) for p in thresholds},
+        fast_counts={p: fast_count(correct_speedups, p=p) for p in thresholds},
         geomean_speedup=geometric_mean(correct_speedups),
     )
 

@@ -141,7 +141,6 @@ def people_table(
     rows = []
     for (user_id, hw_id, lvl), by_problem in outcomes.items():
         summary = metrics.level_summary(by_problem, problems=problems.get(lvl, []))
-        fast_1 = sum(1 for o in by_problem.values() if o.correct and (o.speedup or 0) > 1.0)
         rows.append(
             {
                 "key": f"user-{user_id}-{slugs[hw_id]}-{lvl}",
@@ -150,7 +149,7 @@ def people_table(
                 "level": lvl,
                 "baseline": baseline,
                 "solved": summary.correct,
-                "fast_1_count": fast_1,
+                "fast_1_count": summary.fast_counts[1.0],
                 **summary_row(summary),
             }
         )

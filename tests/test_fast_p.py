@@ -6,6 +6,7 @@ import pytest
 
 from evaluation.metrics import (
     Outcome,
+    fast_count,
     fast_p,
     geometric_mean,
     histogram,
@@ -32,6 +33,14 @@ def test_fast_p_counts_missing_and_incorrect_problems_in_the_denominator():
     assert (summary.total, summary.attempted, summary.compiled, summary.correct) == (5, 4, 4, 3)
     assert summary.compile_rate == pytest.approx(0.8)
     assert summary.correct_rate == pytest.approx(0.6)
+
+
+def test_fast_p_is_its_count_of_fast_correct_problems_over_the_level():
+    summary = level_summary(OUTCOMES, problems=LEVEL)
+    # The counts the people table ranks by (fast_1_count): D's 3.0 is incorrect, E missing.
+    assert summary.fast_counts == {0.0: 3, 0.5: 3, 0.8: 2, 1.0: 2, 1.5: 1, 2.0: 1}
+    assert all(summary.fast_p[p] == n / summary.total for p, n in summary.fast_counts.items())
+    assert fast_count([1.0, None, 1.01], p=1.0) == 1
 
 
 def test_the_geometric_mean_is_over_correct_problems_only():
