@@ -1,4 +1,4 @@
-"""Which result counts, ranks, compiled and how fast it is: the one definition.
+"""Which result counts, ranks, compiled, how fast it is and whose it is: the one definition.
 
 Every page, table, API and export decides through these functions and nothing else: the boards
 (leaderboard/services.py), the tables of models and runs (leaderboard/selectors.py), a run's own
@@ -195,3 +195,15 @@ def board_order(median_ms: float | None, achieved_at: datetime | None, pk: int |
 def row_order(row: Row) -> tuple:
     """board_order of a result, by the time it ranks with (ranking_ms)."""
     return board_order(ranking_ms(row), row["finished_at"], row["id"])
+
+
+def participant_key(*, user_id: int | None, model_id: int | None) -> str:
+    """Whose a result is on a board (BestEntry.participant, the API's participant_key): a
+    model's sample is the model's, whoever started its run; anything else is its user's."""
+    return f"model:{model_id}" if model_id else f"user:{user_id}"
+
+
+def row_participant(row: Row) -> str:
+    """participant_key of a result's submission."""
+    return participant_key(user_id=row["submission__user_id"],
+                           model_id=row["submission__model_id"])

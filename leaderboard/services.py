@@ -28,16 +28,6 @@ log = logging.getLogger(__name__)
 
 LEADERBOARD_GROUP = "leaderboard"
 
-def participant_key(*, user_id: int | None, model_id: int | None) -> str:
-    """The same key as Submission.participant, from ids alone."""
-    return f"model:{model_id}" if model_id else f"user:{user_id}"
-
-
-def participant_label(submission) -> str:
-    if submission.model_id:
-        return str(submission.model)
-    return submission.user.username if submission.user_id else "anonymous"
-
 
 def _fastest(evaluations: list[dict]) -> dict | None:
     timed = [e for e in evaluations if e["candidate_median_ms"] is not None]
@@ -524,7 +514,7 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
         if (e["submission_id"], e["hardware_id"]) in seen:
             continue
         seen.add((e["submission_id"], e["hardware_id"]))
-        key = participant_key(user_id=e["submission__user_id"], model_id=e["submission__model_id"])
+        key = scoring.row_participant(e)
         groups.setdefault((e["submission__problem_id"], e["hardware_id"], key), []).append(e)
 
     now = timezone.now()
@@ -565,9 +555,7 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
                     Record(
                         problem_id=problem_id,
                         hardware_id=hardware_id,
-                        participant=participant_key(
-                            user_id=e["submission__user_id"], model_id=e["submission__model_id"]
-                        ),
+                        participant=scoring.row_participant(e),
                         user_id=None if e["submission__model_id"] else e["submission__user_id"],
                         model_id=e["submission__model_id"],
                         evaluation_id=e["id"],

@@ -166,9 +166,7 @@ class Submission(models.Model):
 
     @property
     def participant(self) -> str:
-        if self.model_id:
-            return f"model:{self.model_id}"
-        return f"user:{self.user_id}"
+        return scoring.participant_key(user_id=self.user_id, model_id=self.model_id)
 
     @property
     def latest_evaluation(self):

@@ -375,23 +375,13 @@ def _ranking(detail: RankingDetail, reason: str, rank: int | None = None) -> dic
     return {"state": RANKING_STATE_OF[detail], "detail": detail, "rank": rank, "reason": reason}
 
 
-def _participant(row: dict) -> str:
-    """Submission.participant, from a scoring row."""
-    if row["submission__model_id"]:
-        return f"model:{row['submission__model_id']}"
-    return f"user:{row['submission__user_id']}"
-
-
-def _board_order(row: dict) -> tuple:
-    return scoring.board_order(row["candidate_median_ms"], row["finished_at"], row["id"])
-
-
 def board_rank(row: dict, *, problem_id: int) -> tuple[int | None, int | None]:
     """(rank, None) of a result on its board, or (None, id of the participant's faster
     submission that is on the board in its place).
 
     A board ranks each participant by their fastest result on it (scoring.on_board) in
-    scoring.board_order; only the results that could be ahead of this one are read: those
+    scoring.row_order (by the time it ranks with: capped where a note says so, as the board
+    orders its entries); only the results that could be ahead of this one are read: those
     whose some evaluation on the hardware is correct and at most as slow.
     """
     candidates = (
@@ -407,16 +397,16 @@ def board_rank(row: dict, *, problem_id: int) -> tuple[int | None, int | None]:
         .values_list("submission_id", flat=True)
         .distinct()
     )
-    mine = _participant(row)
-    key = _board_order(row)
+    mine = scoring.row_participant(row)
+    key = scoring.row_order(row)
     ahead: set[str] = set()
     for other in latest_evaluations(submission_ids=candidates, hardware_id=row["hardware_id"]):
         if other["id"] == row["id"] or not scoring.on_board(other):
             continue
-        if _board_order(other) < key:
-            if _participant(other) == mine:
+        if scoring.row_order(other) < key:
+            if scoring.row_participant(other) == mine:
                 return None, other["submission_id"]
-            ahead.add(_participant(other))
+            ahead.add(scoring.row_participant(other))
     return len(ahead) + 1, None
 
 

@@ -5,9 +5,11 @@ evaluation/scoring.py."""
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.urls import reverse
 
+from evaluation.harness import flags
 from leaderboard.models import BestEntry
-from leaderboard.services import board_refresh_for
+from leaderboard.services import board_refresh_for, board_rows
 from submissions.models import Evaluation, Reverification, Submission
 from submissions.services import reverification_request, submission_create
 from tests.api_support import SchemaCheckedClient, token_for
@@ -78,6 +80,29 @@ def test_a_ranked_result_gives_its_rank_on_the_board(
     state = ranking(api, mine)
     assert state["state"] == "ranked" and state["rank"] == 2 == board_rank(mine)
     assert "Rank 2 on level1/901_Small_ReLU on cpu" in state["reason"]
+
+
+def test_a_capped_result_ranks_where_the_board_puts_it(
+    api, client, user, people, cpu_hardware, relu_problem
+):
+    """A small own-kernel share (backend_share_small) ranks no faster than the reference timed
+    beside it: 0.5 ms measured against a 2.0 ms reference ranks as 2.0 ms, behind bob's 1.0."""
+    bob, carl = people
+    theirs = make_result(problem=relu_problem, hardware=cpu_hardware, user=bob, ms=1.0)
+    capped = {"reference_ms": 2.0, "flags": (flags.BACKEND_SHARE_SMALL,)}
+    mine = make_result(problem=relu_problem, hardware=cpu_hardware, user=user, ms=0.5,
+                       **capped).submission
+    later = make_result(problem=relu_problem, hardware=cpu_hardware, user=carl, ms=0.4,
+                        **capped).submission
+    assert [row["submission_id"] for row in board_rows(
+        problem=relu_problem, hardware=cpu_hardware
+    )] == [theirs.submission_id, mine.pk, later.pk]
+    for submission, rank in [(theirs.submission, 1), (mine, 2), (later, 3)]:
+        state = ranking(api, submission)
+        assert (state["state"], state["rank"]) == ("ranked", rank) == ("ranked",
+                                                                       board_rank(submission))
+    page = client.get(reverse("submission_detail", args=[mine.pk])).content.decode()
+    assert "Rank 2 on level1/901_Small_ReLU on cpu" in page
 
 
 def test_every_rank_matches_the_board_with_ties_and_several_results_each(

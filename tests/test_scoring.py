@@ -1,5 +1,6 @@
 """One rule decides which result counts (evaluation/scoring.py): the run page, the boards and
-the exports agree on a run whose results were flagged, held and re-verified."""
+the exports agree on a run whose results were flagged, held and re-verified; and the rule itself,
+on plain rows, without a database (the tests not marked django_db: they cannot reach one)."""
 
 import csv
 import io
@@ -8,14 +9,13 @@ import pytest
 from django.urls import reverse
 
 from evaluation import scoring
+from evaluation.harness import flags
 from evaluation.services import hardware_register
 from leaderboard import selectors
 from leaderboard.services import board_refresh_for, board_rows
 from submissions.models import Evaluation, Model, Run, Submission
 from submissions.runs import run_fast_p, run_progress
 from tests.leaderboard_factory import make_problem, make_result
-
-pytestmark = pytest.mark.django_db
 
 State = Submission.ReverificationState
 
@@ -58,6 +58,7 @@ def mixed_run(db):
     return run, problems
 
 
+@pytest.mark.django_db
 def test_the_run_page_the_boards_and_the_exports_count_the_same_results(client, mixed_run):
     run, problems = mixed_run
     confirmed_speedup = 2.0 / 0.8  # the re-verification's measurement replaces the first
@@ -108,6 +109,7 @@ def test_the_run_page_the_boards_and_the_exports_count_the_same_results(client, 
     )
 
 
+@pytest.mark.django_db
 def test_a_held_result_counts_once_its_reverification_passes(client, mixed_run):
     run, problems = mixed_run
     held = Evaluation.objects.get(submission__problem=problems[1])
@@ -153,3 +155,104 @@ def test_the_rule_itself():
     ]
     with pytest.raises(ValueError, match="baseline"):
         scoring.speedup(row, "fastest")
+
+
+# ---- the rule on plain rows: no database ---------------------------------------------------------
+
+
+def result(**fields) -> dict:
+    """A scoring row (scoring.ROW_FIELDS) of an honest, timed result: 1 ms against 2 ms."""
+    return {
+        "id": 1,
+        "submission_id": 1,
+        "hardware_id": 1,
+        "verdict": "correct",
+        "correct": True,
+        "flags": [],
+        "trials": [{"passed": True}],
+        "candidate_median_ms": 1.0,
+        "reference_median_ms": 2.0,
+        "speedup": 2.0,
+        "speedup_eager": 2.0,
+        "speedup_compile": 1.5,
+        "finished_at": 1,
+        "submission__backend": "cuda",
+        "submission__precision": "fp32",
+        "submission__user_id": 7,
+        "submission__model_id": None,
+        "submission__problem_id": 1,
+        "submission__reverification": "",
+        **fields,
+    }
+
+
+CAPPED = [flags.BACKEND_SHARE_SMALL]
+
+
+def test_a_model_sample_belongs_to_the_model_whoever_started_its_run():
+    assert scoring.participant_key(user_id=7, model_id=None) == "user:7"
+    assert scoring.participant_key(user_id=7, model_id=3) == "model:3"
+    assert scoring.row_participant(result()) == "user:7"
+    assert scoring.row_participant(result(submission__model_id=3)) == "model:3"
+
+
+def test_a_capped_result_ranks_and_counts_as_no_faster_than_the_reference():
+    row = result(candidate_median_ms=0.5, speedup=4.0, speedup_eager=4.0, speedup_compile=3.0,
+                 flags=CAPPED)
+    assert scoring.on_board(row) and scoring.capped(row)
+    assert scoring.notes(row) == CAPPED and scoring.exploits(row) == []
+    assert scoring.ranking_ms(row) == 2.0  # the reference's median, not its own 0.5
+    assert scoring.speedup(row) == 1.0
+    assert scoring.speedup(row, "compile") == pytest.approx(3.0 / 4.0)
+    assert scoring.speedup(row, measured=True) == 4.0  # as measured, for KernelBench's counting
+    assert scoring.counted_speedup(row, counting="kernelbench") == 4.0
+    # A capped result slower than its reference keeps its own, slower, time.
+    assert scoring.ranking_ms(result(candidate_median_ms=3.0, speedup=2 / 3, flags=CAPPED)) == 3.0
+
+
+def test_a_board_orders_results_by_the_time_they_rank_with():
+    capped = result(id=1, candidate_median_ms=0.5, flags=CAPPED, finished_at=1)
+    honest = result(id=2, candidate_median_ms=1.0, finished_at=2)
+    assert sorted([capped, honest], key=scoring.row_order) == [honest, capped]
+    # Equal times: the earlier result first, then the lower id.
+    first, second = result(id=9, finished_at=1), result(id=3, finished_at=2)
+    assert sorted([second, first], key=scoring.row_order) == [first, second]
+
+
+def test_a_holding_note_keeps_an_honest_result_off_the_board_without_flagging_it():
+    for note in (flags.TIMING_NOT_REPRODUCED, flags.TIMING_UNCONFIRMED):
+        row = result(flags=[note])
+        assert scoring.timing_held(row) and not scoring.ranks(row) and not scoring.on_board(row)
+        assert scoring.exploits(row) == [] and scoring.honest_and_timed(row)
+    assert not scoring.timing_held(result(flags=CAPPED))
+    # An exploit with the note is flagged, not held.
+    assert not scoring.timing_held(result(flags=["result_caching", flags.TIMING_UNCONFIRMED]))
+
+
+def test_a_reverification_holds_or_releases_a_result():
+    assert scoring.held(result(submission__reverification="failed"))
+    assert not scoring.on_board(result(submission__reverification="failed"))
+    assert scoring.pending(result(submission__reverification="pending"))
+    assert scoring.on_board(result(submission__reverification="passed"))
+    assert not scoring.pending(result(submission__reverification="pending", correct=False))
+
+
+def test_kernelbench_counting_ignores_notes_and_the_backend_check_but_not_exploits():
+    unused = result(flags=["backend_not_used"])
+    assert not scoring.counted(unused) and scoring.counted(unused, "kernelbench")
+    held = result(flags=[flags.TIMING_NOT_REPRODUCED], submission__reverification="failed")
+    assert not scoring.counted(held) and scoring.counted(held, "kernelbench")
+    flagged = result(flags=["result_caching"])
+    assert not scoring.counted(flagged, "kernelbench")
+    assert scoring.counted_speedup(flagged) is None
+    with pytest.raises(ValueError, match="counting"):
+        scoring.counted(unused, "loose")
+
+
+def test_a_participants_best_is_on_the_board_first_then_compiled_then_faster():
+    on_board = result(speedup=1.1)
+    faster_but_flagged = result(speedup=5.0, flags=["result_caching"])
+    did_not_build = result(verdict="compile_error", correct=False, trials=[], speedup=None,
+                           candidate_median_ms=None)
+    ordered = sorted([on_board, did_not_build, faster_but_flagged], key=scoring.best_of_key)
+    assert ordered == [did_not_build, faster_but_flagged, on_board]
