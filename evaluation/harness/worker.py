@@ -4,9 +4,15 @@ It never sees the reference, the expected outputs, the server's seed or any inpu
 call that uses it, and never decides a verdict: it answers the judge's requests with outputs and
 facts (exceptions included), and the judge decides. A timed call is one request: the inputs
 arrive with it, the reply carries the whole output and the call's own timing, which the judge
-holds against its clock (judge_clock.py). Started by the judge through the probing worker's
-entry (judge.WORKER_ENTRY, inside the sandbox); its stdout/stderr are the candidate's log, so
-the protocol uses dedicated pipes.
+holds against its clock (judge_clock.py).
+
+Nothing starts this module as a program (`-m evaluation.harness.worker`). The judge's
+WorkerHandle runs `python -c judge.WORKER_ENTRY`, that is probe.main: this module's `main` with
+probe.ProbeWorker in place of Worker, inside bubblewrap where the runner's jail decision says so
+(jail.worker_command; unsandboxed only with KB_SANDBOX=off, acknowledged). The profiling worker
+on a GPU (judge.Profiler) starts the same way, and a runner that keeps a spare judge (pool.py)
+starts both before their job arrives. Its stdout/stderr are the candidate's log, so the protocol
+uses dedicated pipes.
 """
 
 from __future__ import annotations
