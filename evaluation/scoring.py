@@ -40,6 +40,7 @@ ROW_FIELDS = (
     "submission__model_id",
     "submission__problem_id",
     "submission__reverification",
+    "submission__test_run",
 )
 
 # Verdicts reached only after the kernel built and ran at least once.
@@ -89,9 +90,11 @@ def timing_held(row: Row) -> bool:
 
 
 def ranks(row: Row) -> bool:
-    """Correct, no exploit flag, no holding note, and timed: the result may rank (unless held).
-    Other notes (a small own-kernel share) rank, capped by standing()."""
-    return honest_and_timed(row) and not timing_held(row)
+    """Correct, no exploit flag, no holding note, timed, and not a test run (which is checked,
+    and timed if asked, but never ranked or counted): the result may rank (unless held). Other
+    notes (a small own-kernel share) rank, capped by standing()."""
+    return (honest_and_timed(row) and not timing_held(row)
+            and not row.get("submission__test_run"))
 
 
 def capped(row: Row) -> bool:

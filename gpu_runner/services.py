@@ -120,6 +120,8 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         # Chosen here, per evaluation, and shown to the submitter only afterwards.
         "seed": _fresh_seed(set(avoid_seeds)),
         "n_trials": 5,
+        # A test run without timing: the correctness trials only (the judge times nothing).
+        "measure": submission.timed,
         "build_dir": str(settings.BUILD_CACHE_DIR),
         # Builds are cached per owner and source: a kernel can only ever spoil its own owner's.
         "build_owner": submission.participant,
@@ -258,8 +260,9 @@ def _store_result(submission: Submission, result: Result, *, runner_name: str) -
                 evaluations_done=F("evaluations_done") + 1
             )
             submission.refresh_from_db()
-            _hold_new_record(evaluation)
-            _refresh_boards(evaluation)
+            if not submission.test_run:  # a test run never reaches a board
+                _hold_new_record(evaluation)
+                _refresh_boards(evaluation)
             _publish_status(submission)
     except IntegrityError:
         log.warning("submission %s was finished elsewhere; result dropped", submission.pk)

@@ -93,6 +93,7 @@ RANKING_LABELS = {  # details; also the states of servers from before `detail`
     "not_correct": "not correct",
     "not_timed": "not timed",
     "not_evaluated": "not evaluated yet",
+    "test_run": "a test run",
 }
 
 
@@ -142,7 +143,8 @@ def summary(data: dict) -> str:
     if data.get("error"):
         rows.append(("error", data["error"]))
     rows.append(("page", (data.get("urls") or {}).get("page_url", "")))
-    head = f"Submission {data.get('id')}: {data.get('verdict') or data.get('status')}"
+    kind = "Test run" if data.get("test_run") else "Submission"
+    head = f"{kind} {data.get('id')}: {data.get('verdict') or data.get('status')}"
     text = head + "\n" + "\n".join(f"  {name:<10} {value}" for name, value in rows)
     profile = (data.get("evaluation") or {}).get("profile")
     return text + ("\n\n" + profile_text(profile) if profile else "")
@@ -321,6 +323,20 @@ def cmd_submit(args) -> int:
     path = Path(args.file)
     if path.is_dir():  # every kernel file in it, in one batch request (kbcli/batch.py)
         return batch.cmd_submit_folder(args, client_from_config(), Progress, describe)
+    return _submit_file(args, path, wait=args.wait)
+
+
+TEST_HELP = ("a test run of a kernel file: checked for correctness on the site's hardware "
+             "(timed too with --timing), never ranked, followed to its verdict; exit 0 when "
+             "correct")
+
+
+def cmd_test(args) -> int:
+    return _submit_file(args, Path(args.file), wait=not args.no_wait,
+                        extra={"test_run": True, "timing": args.timing})
+
+
+def _submit_file(args, path: Path, *, wait: bool, extra: dict | None = None) -> int:
     source = _read_source(path)
     if source is None:
         return EXIT_USAGE
@@ -334,10 +350,11 @@ def cmd_submit(args) -> int:
         fields["hardware"] = args.hardware
     if args.precision:
         fields["precision"] = args.precision
-    accepted = client.submit(**fields)
-    print(f"Submitted {path.name} as submission {accepted['id']}: {accepted['page_url']}",
+    accepted = client.submit(**fields, **(extra or {}))
+    kind = "a test run" if (extra or {}).get("test_run") else "submission"
+    print(f"Submitted {path.name} as {kind} {accepted['id']}: {accepted['page_url']}",
           file=sys.stderr)
-    if not args.wait:
+    if not wait:
         emit(args, accepted, str(accepted["id"]))
         return EXIT_OK
     return _finish(args, client, accepted)
@@ -357,7 +374,8 @@ def cmd_list(args) -> int:
     filters = {"status": args.status, "verdict": args.verdict, "hardware": args.hardware,
                "problem": args.problem, "limit": args.limit}
     submissions = client_from_config().submissions(**filters)
-    rows = [[s["id"], s["problem"]["slug"], s["backend"], s["hardware"], s["status"],
+    rows = [[f"{s['id']}{' (test)' if s.get('test_run') else ''}", s["problem"]["slug"],
+             s["backend"], s["hardware"], s["status"],
              s.get("verdict") or "-", s.get("reverification") or "-",
              str(s["created_at"])[:16].replace("T", " ")] for s in submissions]
     emit(args, submissions, table(rows, ["id", "problem", "backend", "hardware", "status",
@@ -513,6 +531,19 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
     submit.add_argument("--wait", action="store_true", help=wait_help)
     submit.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
+
+    test = command("test", cmd_test, TEST_HELP)
+    test.add_argument("file", help="a kernel file")
+    name_problem(test)
+    test.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
+    test.add_argument("--hardware",
+                      help="a hardware slug, e.g. h200 (the site's only one by default)")
+    test.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
+    test.add_argument("--timing", action="store_true",
+                      help="time it too (its speedup is shown, never ranked)")
+    test.add_argument("--no-wait", action="store_true",
+                      help="print its id and return at once instead of following it")
+    test.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
     status = command("status", cmd_status, "show a submission")
     status.add_argument("id", type=int)

@@ -120,8 +120,9 @@ def would_set_record(evaluation: Evaluation) -> bool:
 def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> EntryChange:
     """Recompute one participant's entry on one board, its ranks, and any new record."""
     latest = latest_evaluations(
+        # Test runs are never on a board, neither ranked nor flagged nor counted.
         submission_ids=Submission.objects.filter(
-            _participant_filter(participant), problem_id=problem_id
+            _participant_filter(participant), problem_id=problem_id, test_run=False
         )
         .order_by()
         .values_list("pk", flat=True),
@@ -500,7 +501,7 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
     if the incremental state is ever in doubt). Returns the number of entries written."""
     entries_q = BestEntry.objects.all()
     records_q = Record.objects.all()
-    evaluations = Evaluation.objects.all()
+    evaluations = Evaluation.objects.filter(submission__test_run=False)  # never on a board
     if problem is not None:
         entries_q = entries_q.filter(problem=problem)
         records_q = records_q.filter(problem=problem)

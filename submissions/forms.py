@@ -62,13 +62,29 @@ class KernelSourceForm(forms.Form):
         return self.cleaned_data["source"].replace("\r\n", "\n"), ""
 
 
+# What an evaluation is for: (test_run, timed) of each choice of SubmissionForm.purpose.
+PURPOSES = {"ranked": (False, True), "test": (True, False), "test_timed": (True, True)}
+
+
 class SubmissionForm(KernelSourceForm):
-    field_order = ["problem", "backend", "hardware", "precision", "source_file", "source"]
+    field_order = ["problem", "backend", "hardware", "precision", "source_file", "source",
+                   "purpose"]
 
     problem = ProblemChoiceField(queryset=Problem.objects.none())
     backend = forms.ChoiceField(choices=Submission.Backend.choices, initial="torch")
     hardware = forms.ModelChoiceField(queryset=Hardware.objects.all(), to_field_name="slug")
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
+    purpose = forms.ChoiceField(
+        label="Evaluation",
+        choices=[
+            ("ranked", "Submit for ranking: checked, timed, and ranked on the board"),
+            ("test", "Test run: correctness only, never ranked (quicker, less of your quota)"),
+            ("test_timed", "Test run with timing: correctness and speed, never ranked"),
+        ],
+        initial="ranked",
+        required=False,
+        widget=forms.RadioSelect,
+    )
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -76,6 +92,10 @@ class SubmissionForm(KernelSourceForm):
         self.fields["problem"].queryset = Problem.objects.open_for_submissions(user).order_by(
             "level", "number"
         )
+
+    def test_run_and_timed(self) -> tuple[bool, bool]:
+        """(test_run, timed) of a valid form; left out, a ranked submission."""
+        return PURPOSES.get(self.cleaned_data.get("purpose") or "ranked", PURPOSES["ranked"])
 
 
 class SubmissionFilterForm(forms.Form):

@@ -123,6 +123,11 @@ class Submission(models.Model):
     precision = models.CharField(max_length=8, default="fp32")
     source = models.TextField()
     source_hash = models.CharField(max_length=64, db_index=True)
+    # A test run is checked for correctness (and timed only when asked) and never ranked: not
+    # on a board, in a record, a count or a model's tables (scoring.ranks says so, once).
+    test_run = models.BooleanField(default=False)
+    # Whether its evaluation times it: always for a ranked submission; a test run, if asked.
+    timed = models.BooleanField(default=True)
     filename = models.CharField(max_length=255, blank=True)
     status = models.CharField(
         max_length=16, choices=Status, default=Status.QUEUED, db_index=True
@@ -272,10 +277,11 @@ class Evaluation(models.Model):
 
     @property
     def ranks(self) -> bool:
-        """Correct, unflagged and timed (evaluation/scoring.py, the one rule)."""
+        """Correct, unflagged, timed and not a test run (evaluation/scoring.py, the one rule)."""
         return scoring.ranks(
             {"correct": self.correct, "flags": self.flags,
-             "candidate_median_ms": self.candidate_median_ms}
+             "candidate_median_ms": self.candidate_median_ms,
+             "submission__test_run": self.submission.test_run}
         )
 
     @property

@@ -287,6 +287,8 @@ def user_submissions(*, user, filters: dict):
     for field in ("status", "verdict", "backend"):
         if filters.get(field):
             submissions = submissions.filter(**{field: filters[field]})
+    if filters.get("test_run") is not None:
+        submissions = submissions.filter(test_run=filters["test_run"])
     if filters.get("hardware"):
         submissions = submissions.filter(hardware__slug=filters["hardware"])
     if filters.get("level"):
@@ -343,6 +345,7 @@ class RankingDetail(TextChoices):
     NOT_CORRECT = "not_correct"
     NOT_TIMED = "not_timed"
     NOT_EVALUATED = "not_evaluated"
+    TEST_RUN = "test_run"
 
 
 RANKING_STATE_OF = {
@@ -355,6 +358,7 @@ RANKING_STATE_OF = {
     RankingDetail.FLAGGED: RankingState.OFF_BOARD,
     RankingDetail.NOT_CORRECT: RankingState.OFF_BOARD,
     RankingDetail.NOT_TIMED: RankingState.OFF_BOARD,
+    RankingDetail.TEST_RUN: RankingState.OFF_BOARD,
 }
 
 # The details as the submission page names them (the API gives the codes).
@@ -368,6 +372,7 @@ RANKING_LABELS = {
     RankingDetail.NOT_CORRECT: "off the board: not correct",
     RankingDetail.NOT_TIMED: "off the board: not timed",
     RankingDetail.NOT_EVALUATED: "pending: not evaluated yet",
+    RankingDetail.TEST_RUN: "not ranked: a test run",
 }
 
 
@@ -413,6 +418,10 @@ def board_rank(row: dict, *, problem_id: int) -> tuple[int | None, int | None]:
 def submission_ranking(submission: Submission) -> dict:
     """Whether the submission's result ranks and, if not, why: from its latest evaluation on
     its hardware (selectors.latest_evaluations) and the one rule (evaluation/scoring.py)."""
+    if submission.test_run:
+        return _ranking(RankingDetail.TEST_RUN, "A test run: checked for correctness"
+                        f"{' and timed' if submission.timed else ''}, never ranked. Submit it "
+                        "without `test run` to rank.")
     not_evaluated = _ranking(RankingDetail.NOT_EVALUATED, "It has no result yet.")
     if submission.status != Submission.Status.FINISHED:
         return not_evaluated  # polled while it waits and runs: no query

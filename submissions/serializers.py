@@ -41,14 +41,6 @@ class ApiErrorSerializer(serializers.Serializer):
     )
 
 
-class BatchItemErrorSerializer(serializers.Serializer):
-    index = serializers.IntegerField()
-    detail = serializers.CharField()
-    code = serializers.CharField()
-    allowed = serializers.ListField(child=serializers.CharField(), required=False)
-    line = serializers.IntegerField(required=False)
-
-
 # ---- problems and hardware ----------------------------------------------------------------------
 
 
@@ -190,6 +182,17 @@ class SubmissionInputSerializer(serializers.Serializer):
     )
     run = serializers.IntegerField(required=False, allow_null=True, help_text="A run's id.")
     filename = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    test_run = serializers.BooleanField(
+        required=False, default=False,
+        help_text="A test run: checked for correctness on fresh secret inputs as any "
+        "submission, timed only with `timing`, and never ranked (no board, record or count). "
+        "It takes less of the daily evaluation-time quota when left untimed.",
+    )
+    timing = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="With `test_run`: time it too (its speedup is shown, never ranked). A ranked "
+        "submission is always timed.",
+    )
 
 
 class SubmissionUploadSerializer(SubmissionInputSerializer):
@@ -214,6 +217,10 @@ class SubmissionFilterSerializer(serializers.Serializer):
     number = serializers.IntegerField(required=False)
     problem = serializers.CharField(
         required=False, allow_blank=True, help_text="Text in the problem's slug."
+    )
+    test_run = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="true: only test runs; false: only ranked submissions; left out: both.",
     )
 
 
@@ -292,19 +299,6 @@ class SubmissionProblemSerializer(serializers.Serializer):
     level = serializers.IntegerField()
     number = serializers.IntegerField()
     slug = serializers.CharField()
-
-
-class TimingStatsSerializer(serializers.Serializer):
-    median_ms = serializers.FloatField(required=False, allow_null=True)
-    mean_ms = serializers.FloatField(required=False, allow_null=True)
-    std_ms = serializers.FloatField(required=False, allow_null=True)
-    mad_ms = serializers.FloatField(
-        required=False, allow_null=True,
-        help_text="Median absolute deviation of the samples (evaluations since it was recorded).",
-    )
-    min_ms = serializers.FloatField(required=False, allow_null=True)
-    max_ms = serializers.FloatField(required=False, allow_null=True)
-    n = serializers.IntegerField(required=False, allow_null=True)
 
 
 class NoteSerializer(serializers.Serializer):
@@ -450,6 +444,8 @@ class SubmissionSerializer(serializers.Serializer):
     user = serializers.CharField(allow_null=True)
     model = serializers.CharField(allow_null=True, help_text="The model's litellm name.")
     run = serializers.IntegerField(allow_null=True)
+    test_run = serializers.BooleanField(help_text="A test run: checked, never ranked.")
+    timed = serializers.BooleanField(help_text="Whether its evaluation times it.")
     status = serializers.ChoiceField(choices=Submission.Status.choices)
     verdict = serializers.CharField(allow_null=True)
     correct = serializers.BooleanField(allow_null=True)
@@ -498,6 +494,7 @@ class SubmissionListItemSerializer(serializers.Serializer):
     hardware = serializers.CharField(source="hardware.slug")
     verdict = serializers.SerializerMethodField()
     precision = serializers.CharField()
+    test_run = serializers.BooleanField(help_text="A test run: checked, never ranked.")
     status = serializers.ChoiceField(choices=Submission.Status.choices)
     reverification = serializers.ChoiceField(
         choices=Submission.ReverificationState.choices, allow_blank=True,
@@ -581,6 +578,8 @@ def submission_data(request, submission: Submission, *, show_source: bool, owner
         "user": submission.user.username if submission.user_id else None,
         "model": submission.model.litellm_name if submission.model_id else None,
         "run": submission.run_id,
+        "test_run": submission.test_run,
+        "timed": submission.timed,
         "status": submission.status,
         "verdict": submission.verdict or None,
         "correct": evaluation.correct if evaluation else None,

@@ -245,6 +245,19 @@ def _check_choices(
         )
 
 
+def _check_test_run(*, test_run: bool, timed: bool, run: Run | None) -> None:
+    if not timed and not test_run:
+        raise SubmissionError(
+            "A ranked submission is always timed; only a test run may leave the timing out.",
+            code="invalid",
+        )
+    if test_run and run is not None:
+        raise SubmissionError(
+            "A model run's samples are ranked submissions; a test run cannot belong to a run.",
+            code="invalid",
+        )
+
+
 def _check_quota(user, *, adding: int) -> None:
     try:
         quota_check(user=user, adding=adding)
@@ -276,8 +289,13 @@ def submission_create(
     run: Run | None = None,
     sample_index: int = 0,
     idempotency_key: str = "",
+    test_run: bool = False,
+    timed: bool = True,
 ) -> Submission:
     """Validate and store a submission, then queue its evaluation once the row is committed.
+
+    A test run (`test_run`) is checked for correctness, timed only with `timed`, and never
+    ranked; it counts against the quotas like any other, by the evaluation time it takes.
 
     With an idempotency key, a retried request returns the submission made by the first one
     (quotas are not counted again for it). Over a quota, SubmissionError with a quota_* code.
@@ -288,6 +306,7 @@ def submission_create(
         user=user, problem=problem, backend=backend, hardware=hardware, precision=precision
     )
     _check_idempotency_key(idempotency_key)
+    _check_test_run(test_run=test_run, timed=timed, run=run)
     check_kernel_source(source)
     if idempotency_key and user is not None:
         existing = Submission.objects.filter(user=user, idempotency_key=idempotency_key).first()
@@ -312,6 +331,8 @@ def submission_create(
                 source_hash=source_hash(source),
                 filename=clean_filename(filename),
                 idempotency_key=idempotency_key if user is not None else "",
+                test_run=test_run,
+                timed=timed,
             )
             # Both after the commit, and neither may raise there: the submission is stored,
             # so the request must not fail (a client retrying without a key would duplicate
@@ -440,10 +461,13 @@ def submission_resolve(
     model: str = "",
     run: int | None = None,
     filename: str = "",
+    test_run: bool = False,
+    timing: bool | None = None,
 ) -> dict:
     """Turn a request's names (the problem's slug or level/number, the hardware's slug, the only
     one when left out, a model's name) into submission_create's arguments, checking everything,
-    so a batch can be validated whole before anything is stored.
+    so a batch can be validated whole before anything is stored. A test run is timed only when
+    `timing` is true; a ranked submission always is (`timing` false for one is an error).
     """
     problem = problem_for_submission(user=user, slug=problem, level=level, number=number)
     hardware_row = hardware_for_submission(slug=hardware)
@@ -457,8 +481,11 @@ def submission_resolve(
         "filename": filename,
         "model": model_row,
         "run": run_row,
+        "test_run": test_run,
+        "timed": bool(timing) if test_run else timing is not False,
     }
     _check_source(source)
+    _check_test_run(test_run=test_run, timed=kwargs["timed"], run=run_row)
     _check_choices(
         user=user, problem=problem, backend=backend, hardware=hardware_row,
         precision=kwargs["precision"],
@@ -648,6 +675,10 @@ def reverification_request(
     if submission.status != Submission.Status.FINISHED or checked is None:
         raise ReverificationError(f"Submission {submission.pk} has not been evaluated yet.",
                                   code="not_evaluated")
+    if submission.test_run:
+        raise ReverificationError(
+            f"Submission {submission.pk} is a test run: it is never ranked, so there is "
+            "nothing to re-verify. Submit it for ranking instead.", code="test_run")
     try:
         with transaction.atomic():
             reverification = Reverification.objects.create(

@@ -127,6 +127,7 @@ def submission_new(request):
             data = form.cleaned_data
             try:
                 source, filename = form.kernel_source()
+                test_run, timed = form.test_run_and_timed()
                 submission = submission_create(
                     user=request.user,
                     problem=data["problem"],
@@ -135,6 +136,8 @@ def submission_new(request):
                     hardware=data["hardware"],
                     precision=data["precision"],
                     filename=filename,
+                    test_run=test_run,
+                    timed=timed,
                 )
             except SubmissionError as error:
                 form.add_error(None, error.message)
