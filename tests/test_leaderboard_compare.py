@@ -30,7 +30,7 @@ def pair(db):
 def test_it_shows_both_results_and_the_code_as_a_diff(client, pair):
     fast, slow = pair
     page = client.get(URL, {"a": fast, "b": slow}).content.decode()
-    assert "1.0000 ms" in page and "4.0000 ms" in page
+    assert ">1 ms<" in page and ">4 ms<" in page
     assert "flagged: extra_streams" in page
     assert '<span class="diff-del">-y = 2</span>' in page
     assert '<span class="diff-add">+y = 3</span>' in page

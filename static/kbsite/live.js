@@ -7,7 +7,11 @@
     return scheme + window.location.host + path;
   }
 
-  function fmtMs(v) { return v === null || v === undefined ? "–" : Number(v).toPrecision(4) + " ms"; }
+  // As the pages' own filters print them (kbsite_tags.ms: four significant digits, no trailing
+  // zeros; times: two decimals), so that a number reads the same live and reloaded.
+  function fmtMs(v) {
+    return v === null || v === undefined ? "–" : String(Number(Number(v).toPrecision(4))) + " ms";
+  }
   function fmtX(v) { return v === null || v === undefined ? "–" : Number(v).toFixed(2) + "×"; }
   function setText(id, text) { var el = document.getElementById(id); if (el) { el.textContent = text; } }
 
@@ -115,15 +119,20 @@
         table.createCaption().textContent = "From the re-verification (the second evaluation, " +
           "with fresh seeds), the one that counts";
       }
-      [["Candidate median", fmtMs(ev.candidate_ms)], ["Reference median", fmtMs(ev.reference_ms)],
-       ["Speedup", fmtX(ev.speedup)], ["Exploits", (ev.flags || []).map(label).join(", ")],
+      // The rows and ids of the server-rendered table (templates/submissions/detail.html).
+      [["Candidate median", fmtMs(ev.candidate_ms), "candidate-ms"],
+       ["Reference median", fmtMs(ev.reference_ms), "reference-ms"],
+       ["Speedup", fmtX(ev.speedup), "speedup"],
+       ["Exploits", (ev.flags || []).map(label).join(", ")],
        ["Notes", (ev.notes || []).map(label).join(", ")]]
         .forEach(function (row) {
           if (!row[1]) { return; }
           var tr = table.insertRow();
           var th = document.createElement("th"); th.textContent = row[0]; tr.appendChild(th);
           // The error itself is in the evaluation below (submissions/evaluation.js loads it).
-          tr.insertCell().textContent = row[1];
+          var td = tr.insertCell();
+          td.textContent = row[1];
+          if (row[2]) { td.id = row[2]; }
         });
       summary.appendChild(table);
     }
