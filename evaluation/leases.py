@@ -1,25 +1,30 @@
 """Leased work: the one lifecycle of everything a runner claims and runs.
 
-Submissions (their evaluation), re-verifications and validations are each a row with a `status`
-("queued", "running", then a finished state), a holder (the runner's name), `attempts`,
-`started_at` and `lease_expires_at`. Every step is a conditional UPDATE, so two runners can
-never both win, and a runner presumed dead cannot overwrite the one that took over:
+Submissions (their evaluation), re-verifications, validations and Nsight Compute reports are each
+a row with a `status` ("queued", "running", then a finished state), a holder (the runner's name),
+`attempts`, `started_at` and `lease_expires_at`. Every step is a conditional UPDATE, so two runners
+can never both win, and a runner presumed dead cannot overwrite the one that took over:
 
     queued --claim--> running --finish--> finished
                ^          | extend (while it runs: only a dead runner's lease lapses)
                |          v
                +--requeue-- lease lapsed (its runner died)
 
-A row claimed `max_attempts` times whose runners all died is stopped (`stop_if_poison`), not
-offered to the next runner, so the queue behind it keeps moving.
+A row claimed `SUBMISSION_MAX_ATTEMPTS` times whose runners all died is never claimed again: the
+sweep stops it with a message saying so, and the queue behind it keeps moving.
+
+What differs between the kinds (which task runs a row, how it is stopped and enqueued) is one
+`Kind` each; the table of them is `gpu_runner/leased.py`, the one place above every leased model.
 """
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection, models
 from django.utils import timezone
 
@@ -29,6 +34,35 @@ QUEUED = "queued"
 RUNNING = "running"
 
 
+@dataclass(frozen=True)
+class Kind:
+    """One kind of leased work: what the sweep and the release need to know about it."""
+
+    model: type[models.Model]
+    task: str  # the django-q2 task that runs one row, by dotted name
+    hardware: str  # the lookup from a row to the Hardware whose runners run it
+    # Hands a queued row's task to its hardware's queue; False when the broker did not take it.
+    enqueue: Callable[[models.Model], bool]
+    # Why a row that killed its runners was stopped, with {attempts}.
+    crashed: str
+    # Stops such a row with that message (leases.stop: only while no live runner holds it), and
+    # writes what else a stop writes; True when it did.
+    stop: Callable[..., bool]
+    # What a row whose runner died gets back in the queue, beside its status and holder.
+    requeued: dict = field(default_factory=dict)
+    # The queued rows of a hardware whose task no broker holds (it never reached one, or went
+    # with a killed runner), for the sweep to enqueue again.
+    stranded: Callable[[models.QuerySet, models.Model], Iterable[models.Model]] | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.model._meta.verbose_name_plural)
+
+    def rows_on(self, hardware: models.Model) -> models.QuerySet:
+        """Its rows that runners of `hardware` run."""
+        return self.model.objects.filter(**{self.hardware: hardware})
+
+
 def holder_field(model: type[models.Model]) -> str:
     """The column naming the runner that holds the lease ("claimed_by" unless the model says)."""
     return getattr(model, "LEASE_HOLDER_FIELD", "claimed_by")
@@ -36,15 +70,24 @@ def holder_field(model: type[models.Model]) -> str:
 
 def claimable(now=None) -> models.Q:
     """Queued, or running on a lease that ran out (its runner died)."""
-    now = now or timezone.now()
-    return models.Q(status=QUEUED) | models.Q(status=RUNNING, lease_expires_at__lt=now)
+    return models.Q(status=QUEUED) | lapsed(now)
+
+
+def lapsed(now=None) -> models.Q:
+    """Running on a lease that ran out: its runner died."""
+    return models.Q(status=RUNNING, lease_expires_at__lt=now or timezone.now())
 
 
 def claim(row: models.Model, *, runner_name: str, lease_seconds: float, **also) -> bool:
-    """Claimable -> running by `runner_name`; one runner wins. Refreshes `row` when it did."""
+    """Claimable -> running by `runner_name`; one runner wins. Refreshes `row` when it did.
+
+    A row that killed `SUBMISSION_MAX_ATTEMPTS` runners is refused: the sweep stops it instead
+    (stop_if_poison), so a kernel that takes its host down is not run again."""
     model = type(row)
     now = timezone.now()
-    won = model.objects.filter(claimable(now), pk=row.pk).update(
+    won = model.objects.filter(
+        claimable(now), pk=row.pk, attempts__lt=settings.SUBMISSION_MAX_ATTEMPTS
+    ).update(
         status=RUNNING,
         attempts=models.F("attempts") + 1,
         started_at=now,
@@ -81,11 +124,9 @@ def finish(row: models.Model, *, runner_name: str, **fields) -> bool:
     )
 
 
-def stop_if_poison(row: models.Model, *, max_attempts: int, **fields) -> bool:
-    """A row whose earlier claims all died with their runner gets `fields` (a finished status
-    saying so) instead of another claim. True when this call stopped it."""
-    if row.attempts < max_attempts:
-        return False
+def stop(row: models.Model, **fields) -> bool:
+    """Claimable (no live runner holds it) -> `fields` (a finished status saying why). True when
+    this call stopped it; refreshes `row` then."""
     stopped = type(row).objects.filter(claimable(), pk=row.pk).update(
         lease_expires_at=None, **fields
     )
@@ -94,18 +135,63 @@ def stop_if_poison(row: models.Model, *, max_attempts: int, **fields) -> bool:
     return bool(stopped)
 
 
+def stop_if_poison(kind: Kind, row: models.Model) -> bool:
+    """A row whose `SUBMISSION_MAX_ATTEMPTS` claims all died with their runner is stopped with
+    the kind's message instead of being offered to the next runner. True when this call did."""
+    if row.attempts < settings.SUBMISSION_MAX_ATTEMPTS:
+        return False
+    stopped = kind.stop(row, message=kind.crashed.format(attempts=row.attempts))
+    if stopped:
+        log.warning("%s %s killed its runners %s times: stopped", kind.name, row.pk, row.attempts)
+    return stopped
+
+
 def requeue_abandoned(rows: models.QuerySet, **also) -> list[int]:
     """Running rows whose lease lapsed go back to queued; returns their ids, for the caller to
     enqueue again (the broker may redeliver the old task too: the claim lets one in)."""
-    now = timezone.now()
-    lapsed = models.Q(status=RUNNING, lease_expires_at__lt=now)
     requeued = []
-    for pk in list(rows.filter(lapsed).values_list("pk", flat=True)):
-        if rows.model.objects.filter(lapsed, pk=pk).update(
+    for pk in list(rows.filter(lapsed()).values_list("pk", flat=True)):
+        if rows.model.objects.filter(lapsed(), pk=pk).update(
             status=QUEUED, **{holder_field(rows.model): ""}, **also
         ):
             requeued.append(pk)
     return requeued
+
+
+def sweep(kinds: Iterable[Kind], *, hardware: models.Model) -> dict[str, int]:
+    """What every runner of `hardware` does in its heartbeat, for each kind: stop the rows that
+    killed their runners too often, put back in the queue those whose runner died (its lease
+    lapsed), and hand the broker the queued ones it holds no task for. Returns how many rows of
+    each kind it enqueued."""
+    enqueued = {}
+    for kind in kinds:
+        rows = kind.rows_on(hardware)
+        poisoned = rows.filter(claimable(), attempts__gte=settings.SUBMISSION_MAX_ATTEMPTS)
+        for row in poisoned:
+            stop_if_poison(kind, row)
+        requeued = requeue_abandoned(rows, **kind.requeued)
+        count = sum(1 for row in rows.filter(pk__in=requeued) if kind.enqueue(row))
+        for row in kind.stranded(rows, hardware) if kind.stranded else ():
+            if not kind.enqueue(row):
+                break  # the broker is down: the next sweep tries again
+            count += 1
+        enqueued[kind.name] = count
+    return enqueued
+
+
+def release(kinds: Iterable[Kind], *, runner_name: str) -> int:
+    """Let the leases a dead runner held lapse now, rather than when they run out, for the next
+    sweep to put its work back in the queue. Its device workers (`runner_name:dev0`...) count as
+    it. Returns how many rows it held."""
+    now = timezone.now()
+    released = 0
+    for kind in kinds:
+        holder = holder_field(kind.model)
+        held = models.Q(**{holder: runner_name}) | models.Q(
+            **{f"{holder}__startswith": f"{runner_name}:"}
+        )
+        released += kind.model.objects.filter(held, status=RUNNING).update(lease_expires_at=now)
+    return released
 
 
 @contextmanager

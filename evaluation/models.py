@@ -39,6 +39,7 @@ class Hardware(models.Model):
 
     @property
     def queue_name(self) -> str:
+        """Its django-q2 queue (cluster name): every enqueue, sweep and runner names it here."""
         return self.slug
 
     def online_runners(self):

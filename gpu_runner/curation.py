@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
-from django_q.tasks import async_task
 
 from evaluation import leases
 from evaluation.harness import sandbox
@@ -58,44 +56,15 @@ def validate_problem(*, validation_id: int, runner_name: str) -> str:
     validation = Validation.objects.select_related("problem_version__problem", "hardware").get(
         pk=validation_id
     )
-    if _stop_if_poison(validation):
-        return "stopped: killed its runners too often"
     lease_seconds = settings.RUNNER_LEASE_SECONDS
     if not validation.claim(runner_name=runner_name, lease_seconds=lease_seconds):
         return "not claimed"
     with leases.kept([validation], runner_name=runner_name, lease_seconds=lease_seconds):
-        _validate_one(validation)
+        _validate_one(validation, runner_name=runner_name)
     return validation.status
 
 
-def _stop_if_poison(validation: Validation) -> bool:
-    """A validation whose runners all died running it fails with a finding that says so."""
-    runs = validation.attempts
-    return leases.stop_if_poison(
-        validation,
-        max_attempts=settings.SUBMISSION_MAX_ATTEMPTS,
-        status=Validation.Status.FAILED,
-        findings=[{
-            "code": "runner_crash",
-            "message": f"The runner validating this reference died {runs} times in a row "
-            "(the reference probably crashes or exhausts the host); it was stopped.",
-        }],
-        finished_at=timezone.now(),
-    )
-
-
-def validations_requeue(*, hardware_slug: str) -> int:
-    """Runners call it in their heartbeat loop: validations whose runner died (its lease
-    lapsed) are queued again, or failed once they have killed too many runners."""
-    requeued = leases.requeue_abandoned(
-        Validation.objects.filter(hardware__slug=hardware_slug), details={"progress": "requeued"}
-    )
-    for pk in requeued:
-        async_task("gpu_runner.tasks.validate", pk, cluster=hardware_slug)
-    return len(requeued)
-
-
-def _validate_one(validation: Validation) -> None:
+def _validate_one(validation: Validation, *, runner_name: str) -> None:
     # A fresh seed per validation, kept with it, so the run can be repeated exactly.
     seed = secrets.randbits(62)
     job = validation_job(validation, seed=seed)
@@ -111,7 +80,9 @@ def _validate_one(validation: Validation) -> None:
     except Exception as error:  # the harness itself failed: record it, never leave it running
         log.exception("harness failed on validation %s", validation.pk)
         result = {"verdict": "harness_error", "error": str(error)}
-    validation_store(validation, result, seed=seed, time_limit_s=job["time_limit_s"])
+    validation_store(
+        validation, result, seed=seed, time_limit_s=job["time_limit_s"], runner_name=runner_name
+    )
 
 
 def validations_run(
@@ -139,16 +110,16 @@ def validations_run(
         ]
         claimed += chunk
         with leases.kept(chunk, runner_name=runner_name, lease_seconds=lease_seconds):
-            done = _validate_batch(chunk) if len(chunk) > 1 else set()
+            done = _validate_batch(chunk, runner_name=runner_name) if len(chunk) > 1 else set()
             for validation in chunk:
                 if validation.pk not in done:
-                    _validate_one(validation)
+                    _validate_one(validation, runner_name=runner_name)
                 if on_done is not None:
                     on_done(validation)
     return claimed
 
 
-def _validate_batch(chunk: list[Validation]) -> set[int]:
+def _validate_batch(chunk: list[Validation], *, runner_name: str) -> set[int]:
     by_key = {str(v.pk): v for v in chunk}
     seeds = {v.pk: secrets.randbits(62) for v in chunk}
     job = validation_job(chunk[0], seed=0)
@@ -171,7 +142,8 @@ def _validate_batch(chunk: list[Validation]) -> set[int]:
         validation = by_key.get(str(event.get("key"))) if event.get("type") == "item" else None
         if validation is not None and isinstance(event.get("result"), dict):
             validation_store(
-                validation, event["result"], seed=seeds[validation.pk], time_limit_s=limit
+                validation, event["result"], seed=seeds[validation.pk], time_limit_s=limit,
+                runner_name=runner_name,
             )
             done.add(validation.pk)
 
@@ -183,9 +155,10 @@ def _validate_batch(chunk: list[Validation]) -> set[int]:
 
 
 def validation_store(
-    validation: Validation, result: Result, *, seed: int, time_limit_s: float
+    validation: Validation, result: Result, *, seed: int, time_limit_s: float, runner_name: str
 ) -> Validation:
-    """Turn the harness's result into the Validation's findings, and move the problem on."""
+    """Turn the harness's result into the Validation's findings, and move the problem on, while
+    `runner_name` still holds its lease (otherwise the runner that took over decides)."""
     status = result.get("status")
     if result.get("mode") == "validate" and status in ("passed", "flagged", "failed"):
         findings = [
@@ -226,7 +199,8 @@ def validation_store(
     if result.get("traceback"):
         details["traceback"] = str(result["traceback"])[-8000:]
     with transaction.atomic():
-        validation.finish(
+        finished = validation.finish(
+            runner_name=runner_name,
             findings=findings,
             failed=failed,
             peak_memory_bytes=result.get("peak_memory_bytes"),
@@ -235,7 +209,10 @@ def validation_store(
             error=str(result.get("error") or ""),
             environment=result.get("environment") or {},
         )
-        validation_settle(validation=validation)
+        if finished:
+            validation_settle(validation=validation)
+    if not finished:
+        log.warning("%s was finished elsewhere; result dropped", validation)
     return validation
 
 

@@ -8,14 +8,11 @@ import copy
 import logging
 import secrets
 import time
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
-from django_q.brokers import get_broker
-from django_q.tasks import async_task
 
 from competitions.services import standings_refresh_for
 from evaluation import leases, scoring
@@ -50,8 +47,6 @@ def evaluate_submission(*, submission_id: int, runner_name: str) -> str:
     )
     if submission is None:
         return "gone"  # deleted since it was queued; nothing to evaluate
-    if _stop_if_poison(submission):
-        return "stopped: killed its runners too often"
     if not submission.claim(runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS):
         return "not claimed"
     Runner.objects.filter(name=runner_name).update(current_submission_id=submission.pk)
@@ -64,16 +59,15 @@ def evaluate_submission(*, submission_id: int, runner_name: str) -> str:
     return evaluation.verdict if evaluation else "already stored"
 
 
-def _stop_if_poison(submission: Submission) -> bool:
-    """A submission whose earlier claims all died with their runner is stopped, not retried."""
-    now = timezone.now()
+def submission_stop(submission: Submission, *, message: str) -> bool:
+    """Finish a submission whose runners all died evaluating it (leases.stop_if_poison): a
+    runner_crash evaluation saying `message`, and no further claim."""
     with transaction.atomic():
-        stopped = leases.stop_if_poison(
+        stopped = leases.stop(
             submission,
-            max_attempts=settings.SUBMISSION_MAX_ATTEMPTS,
             status=Submission.Status.FINISHED,
             verdict=Evaluation.Verdict.RUNNER_CRASH,
-            finished_at=now,
+            finished_at=timezone.now(),
         )
         if not stopped:
             return False
@@ -85,10 +79,7 @@ def _stop_if_poison(submission: Submission) -> bool:
                 "hardware_id": submission.hardware_id,
                 "problem_version_id": submission.problem_version_id,
                 "verdict": Evaluation.Verdict.RUNNER_CRASH,
-                "error": (
-                    f"The runner evaluating this submission died {submission.attempts} times; "
-                    "it was stopped so the queue behind it keeps moving."
-                ),
+                "error": message,
                 "source_hash": submission.source_hash,
             },
         )
@@ -309,8 +300,6 @@ def reverify_submission(*, reverification_id: int, runner_name: str) -> str:
     if reverification is None or reverification.is_finished:
         return "gone"
     submission = reverification.submission
-    if _stop_reverification_if_poison(reverification):
-        return "stopped: killed its runners too often"
     if not reverification.claim(
         runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS
     ):
@@ -420,10 +409,9 @@ def _next_reverify_attempt(submission: Submission) -> int:
     return done.count() + 1
 
 
-def _stop_reverification_if_poison(reverification: Reverification) -> bool:
-    """A re-verification whose runners all died running it is failed, not retried."""
-    if reverification.attempts < settings.SUBMISSION_MAX_ATTEMPTS:
-        return False
+def reverification_stop(reverification: Reverification, *, message: str) -> bool:
+    """Fail a re-verification whose runners all died running it (leases.stop_if_poison), with a
+    runner_crash evaluation saying `message`; the submission's boards follow."""
     submission = reverification.submission
     with transaction.atomic():
         evaluation = Evaluation.objects.create(
@@ -433,10 +421,7 @@ def _stop_reverification_if_poison(reverification: Reverification) -> bool:
             hardware_id=submission.hardware_id,
             problem_version_id=submission.problem_version_id,
             verdict=Evaluation.Verdict.RUNNER_CRASH,
-            error=(
-                f"The runner re-verifying this submission died {reverification.attempts} "
-                "times; the re-verification was stopped."
-            ),
+            error=message,
             source_hash=submission.source_hash,
         )
         if not reverification.stop(evaluation=evaluation):
@@ -462,41 +447,6 @@ def _publish_status(submission: Submission) -> None:
     publish(
         submission_group(submission.pk), {"type": "status", **submission_status_payload(submission)}
     )
-
-
-def requeue_abandoned(*, hardware_slug: str) -> int:
-    """Put back running submissions whose runner stopped renewing its lease, and re-enqueue them.
-
-    The broker may redeliver the original task as well; the claim lets only one through.
-    """
-    requeued = leases.requeue_abandoned(
-        Submission.objects.filter(hardware__slug=hardware_slug), progress={"phase": "requeued"}
-    )
-    for pk in requeued:
-        async_task("gpu_runner.tasks.evaluate", pk, cluster=hardware_slug)
-    return len(requeued) + _requeue_lost_tasks(hardware_slug=hardware_slug)
-
-
-def _requeue_lost_tasks(*, hardware_slug: str) -> int:
-    """Enqueue again the queued submissions whose task the broker no longer holds.
-
-    Redis hands a task out once and forgets it, and a django-q2 cluster takes tasks ahead of
-    its busy worker: a runner killed with such tasks in hand leaves their submissions queued
-    with no task anywhere (the ORM broker hands unacknowledged tasks out again by itself). So
-    when the queue is empty while submissions have waited longer than a lease, their tasks are
-    enqueued again; a task that was not lost is then there twice, and the claim lets one in.
-    """
-    if not settings.REDIS_URL or get_broker(hardware_slug).queue_size():
-        return 0
-    waited = timezone.now() - timedelta(seconds=settings.RUNNER_LEASE_SECONDS)
-    lost = list(
-        Submission.objects.filter(
-            hardware__slug=hardware_slug, status=Submission.Status.QUEUED, created_at__lt=waited
-        ).values_list("pk", flat=True)
-    )
-    for pk in lost:
-        async_task("gpu_runner.tasks.evaluate", pk, cluster=hardware_slug)
-    return len(lost)
 
 
 def ncu_report_make(*, report_id: int, runner_name: str) -> str:

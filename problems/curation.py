@@ -471,7 +471,7 @@ def _validation_store(
     validation = Validation.objects.create(
         problem_version=version, hardware=hardware, requested_by=None, runner_name=""
     )
-    validation.finish(
+    validation.record(
         findings=entry.findings,
         failed=entry.status == Validation.Status.FAILED,
         peak_memory_bytes=entry.peak_memory_bytes,

@@ -336,6 +336,30 @@ class Validation(models.Model):
     def finish(
         self,
         *,
+        runner_name: str,
+        findings: list[dict],
+        failed: bool = False,
+        peak_memory_bytes: int | None = None,
+        reference_ms: float | None = None,
+        details: dict | None = None,
+        error: str = "",
+        environment: dict | None = None,
+    ) -> bool:
+        """Running by `runner_name` -> passed, flagged or failed. False when that runner no
+        longer holds the lease (it was presumed dead and another took over): the other result
+        stands, and this one is dropped."""
+        fields = self._outcome(
+            findings=findings, failed=failed, peak_memory_bytes=peak_memory_bytes,
+            reference_ms=reference_ms, details=details, error=error, environment=environment,
+        )
+        if not leases.finish(self, runner_name=runner_name, finished_at=timezone.now(), **fields):
+            return False
+        self.refresh_from_db()
+        return True
+
+    def record(
+        self,
+        *,
         findings: list[dict],
         failed: bool = False,
         peak_memory_bytes: int | None = None,
@@ -345,17 +369,32 @@ class Validation(models.Model):
         environment: dict | None = None,
         finished_at: datetime | None = None,
     ) -> None:
-        """finished_at: when it was measured, where that was not now (a curation import)."""
-        if failed:
-            self.status = self.Status.FAILED
-        else:
-            self.status = self.Status.FLAGGED if findings else self.Status.PASSED
-        self.findings = findings
-        self.peak_memory_bytes = peak_memory_bytes
-        self.reference_ms = reference_ms
-        self.details = details or {}
-        self.error = error
-        self.environment = environment or {}
+        """A result measured elsewhere (a curation import), on a row no runner ever leased.
+        finished_at: when it was measured, where that was not now."""
+        fields = self._outcome(
+            findings=findings, failed=failed, peak_memory_bytes=peak_memory_bytes,
+            reference_ms=reference_ms, details=details, error=error, environment=environment,
+        )
+        for name, value in fields.items():
+            setattr(self, name, value)
         self.finished_at = finished_at or timezone.now()
         self.lease_expires_at = None
         self.save()
+
+    @classmethod
+    def _outcome(
+        cls, *, findings, failed, peak_memory_bytes, reference_ms, details, error, environment
+    ) -> dict:
+        if failed:
+            status = cls.Status.FAILED
+        else:
+            status = cls.Status.FLAGGED if findings else cls.Status.PASSED
+        return {
+            "status": status,
+            "findings": findings,
+            "peak_memory_bytes": peak_memory_bytes,
+            "reference_ms": reference_ms,
+            "details": details or {},
+            "error": error,
+            "environment": environment or {},
+        }

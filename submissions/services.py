@@ -5,7 +5,6 @@ import logging
 import re
 import time
 import warnings
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -45,8 +44,6 @@ TOKEN_TOUCH_SECONDS = 60
 # Handing a task to the broker is retried this many times (a locked database, a Redis blip)
 # before the submission is left to the sweep for unqueued submissions.
 ENQUEUE_ATTEMPTS = 3
-# A queued submission whose task never reached the broker is queued again after this long.
-UNQUEUED_GRACE_SECONDS = 60
 
 
 class SubmissionError(Exception):
@@ -596,7 +593,7 @@ def enqueue_evaluation(submission: Submission) -> bool:
     """Hand the evaluation to the hardware's queue; True once the broker has it.
 
     Never raises: the submission is committed already. When the broker cannot be reached after
-    a few tries, `enqueued_at` stays empty and submission_requeue_unqueued queues it later; a
+    a few tries, `enqueued_at` stays empty and the runners' sweep queues it later; a
     task that arrives twice is harmless, as the runner's claim lets only one evaluate.
     """
     for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
@@ -622,28 +619,6 @@ def enqueue_evaluation(submission: Submission) -> bool:
     except DatabaseError:  # the sweep may queue it once more; the claim keeps that harmless
         log.warning("submission %s is enqueued but not marked so", submission.pk)
     return True
-
-
-def submission_requeue_unqueued(
-    *, hardware_slug: str, older_than_seconds: int = UNQUEUED_GRACE_SECONDS, limit: int = 500
-) -> int:
-    """Queue again the queued submissions whose task never reached the broker.
-
-    Runners call it in their heartbeat loop, next to requeue_abandoned; it returns how many
-    it queued.
-    """
-    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
-    stranded = (
-        Submission.objects.filter(
-            hardware__slug=hardware_slug,
-            status=Submission.Status.QUEUED,
-            enqueued_at__isnull=True,
-            created_at__lt=cutoff,
-        )
-        .select_related("hardware")
-        .order_by("created_at")[:limit]
-    )
-    return sum(1 for submission in stranded if enqueue_evaluation(submission))
 
 
 # ---- re-verification ---------------------------------------------------------------------------
@@ -761,25 +736,6 @@ def enqueue_reverification(reverification: Reverification) -> bool:
     return enqueue_once(reverification, task="gpu_runner.tasks.reverify")
 
 
-def reverifications_requeue(*, hardware_slug: str, limit: int = 100) -> int:
-    """Runners call it in their heartbeat loop: queue again the re-verifications that have no
-    task (handed back by the runner to avoid, or never enqueued), those whose task has waited
-    longer than a broker retry (lost with a killed runner on Redis; a duplicate is harmless, the
-    claim lets one in), and those whose runner stopped renewing its lease."""
-    now = timezone.now()
-    mine = Reverification.objects.filter(submission__hardware__slug=hardware_slug)
-    leases.requeue_abandoned(mine, enqueued_at=None)
-    waited = now - timedelta(seconds=settings.Q_RETRY)
-    mine.filter(status=Reverification.Status.QUEUED, enqueued_at__lt=waited).update(
-        enqueued_at=None
-    )
-    stranded = mine.filter(status=Reverification.Status.QUEUED, enqueued_at__isnull=True)
-    return sum(
-        1 for reverification in stranded.order_by("created_at")[:limit]
-        if enqueue_reverification(reverification)
-    )
-
-
 # ---- Nsight Compute reports ----------------------------------------------------------------------
 
 
@@ -821,21 +777,3 @@ def ncu_report_request(*, user, submission: Submission) -> NcuReport:
 
 def enqueue_ncu_report(report: NcuReport) -> bool:
     return enqueue_once(report, task="gpu_runner.tasks.ncu_report")
-
-
-def ncu_reports_requeue(*, hardware_slug: str, limit: int = 20) -> int:
-    """Runners call it in their heartbeat: reports whose runner died go back to the queue (and
-    stop after SUBMISSION_MAX_ATTEMPTS), those that never reached the broker are queued."""
-    mine = NcuReport.objects.filter(submission__hardware__slug=hardware_slug)
-    for report in mine.filter(leases.claimable(), status=NcuReport.Status.RUNNING):
-        leases.stop_if_poison(
-            report, max_attempts=settings.SUBMISSION_MAX_ATTEMPTS,
-            status=NcuReport.Status.FAILED, finished_at=timezone.now(),
-            message="The runner making this report died each time it tried.",
-        )
-    leases.requeue_abandoned(mine, enqueued_at=None)
-    waited = timezone.now() - timedelta(seconds=settings.Q_RETRY)
-    mine.filter(status=NcuReport.Status.QUEUED, enqueued_at__lt=waited).update(enqueued_at=None)
-    stranded = mine.filter(status=NcuReport.Status.QUEUED, enqueued_at__isnull=True)
-    return sum(1 for report in stranded.order_by("created_at")[:limit]
-               if enqueue_ncu_report(report))

@@ -46,7 +46,9 @@ def validate(problem: Problem, hardware: Hardware, *, findings: tuple[str, ...] 
         "environment": {"torch": "2.9.0", "device": "cpu"},
         "evaluator_version": "7",
     }
-    return validation_store(validation, result, seed=42, time_limit_s=60)
+    return validation_store(
+        validation, result, seed=42, time_limit_s=60, runner_name="gpu-host:validate_problems:1"
+    )
 
 
 def measure(problem: Problem, hardware: Hardware, mode: str, median_ms: float) -> Baseline:

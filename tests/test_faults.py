@@ -12,19 +12,18 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
 from django.db import connection, transaction
 from django.test import Client
+from django.utils import timezone
 from django_q.models import OrmQ
 
+from gpu_runner import leased
 from submissions.models import Evaluation, Submission
-from submissions.services import (
-    enqueue_evaluation,
-    submission_create,
-    submission_requeue_unqueued,
-)
+from submissions.services import enqueue_evaluation, submission_create
 from tests.api_support import token_for
 from tests.conftest import REPO, kernel_source, process_env, stop_process, wait_for
 
@@ -168,10 +167,14 @@ def test_a_task_that_cannot_reach_the_broker_after_the_commit_is_queued_by_the_s
     assert submission.enqueued_at is None and OrmQ.objects.count() == 0
     assert "the sweep will queue it" in caplog.text
 
-    # What the runner's heartbeat does: queue it again. A second task for it (the broker
-    # redelivering, a sweep racing an enqueue that did land) must not evaluate it twice.
-    assert submission_requeue_unqueued(hardware_slug="cpu", older_than_seconds=0) == 1
-    assert submission_requeue_unqueued(hardware_slug="cpu", older_than_seconds=0) == 0
+    # What the runner's heartbeat does, once its own enqueue has had time: queue it again. A
+    # second task for it (the broker redelivering, a sweep racing an enqueue that did land) must
+    # not evaluate it twice.
+    Submission.objects.filter(pk=submission.pk).update(
+        created_at=timezone.now() - timedelta(seconds=leased.UNQUEUED_GRACE_SECONDS + 1)
+    )
+    assert leased.sweep(hardware=cpu_hardware)[leased.SUBMISSION.name] == 1
+    assert leased.sweep(hardware=cpu_hardware)[leased.SUBMISSION.name] == 0
     assert enqueue_evaluation(submission)
     assert OrmQ.objects.count() == 2
     start_runner()

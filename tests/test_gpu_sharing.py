@@ -37,7 +37,8 @@ def _validated(problem, hardware, peak: int) -> Validation:
     validation = Validation.objects.create(problem_version=problem.current_version,
                                            hardware=hardware)
     validation.claim(runner_name="test-runner", lease_seconds=60)
-    validation.finish(findings=[], reference_ms=0.5, peak_memory_bytes=peak)
+    validation.finish(runner_name="test-runner", findings=[], reference_ms=0.5,
+                      peak_memory_bytes=peak)
     return validation
 
 

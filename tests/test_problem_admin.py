@@ -38,7 +38,10 @@ def finished_validation(problem: Problem, hardware, *, findings: list[dict]) -> 
         problem_version=problem.current_version, hardware=hardware
     )
     validation.claim(runner_name="test-runner", lease_seconds=60)
-    validation.finish(findings=findings, reference_ms=0.5, peak_memory_bytes=3 * 2**20)
+    validation.finish(
+        runner_name="test-runner", findings=findings, reference_ms=0.5,
+        peak_memory_bytes=3 * 2**20,
+    )
     return validation
 
 

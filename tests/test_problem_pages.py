@@ -71,6 +71,7 @@ def test_a_problem_page_shows_reference_baselines_validation_and_top_results(
     )
     validation.claim(runner_name="r", lease_seconds=60)
     validation.finish(
+        runner_name="r",
         findings=[{"code": "input_ignored", "message": "Changing input 1 alone leaves the "
                    "output unchanged within the tolerance."}],
         reference_ms=1.25, peak_memory_bytes=5 * 2**20,

@@ -97,7 +97,8 @@ def test_a_validation_that_ends_without_a_result_blocks_publishing(db, cpu_hardw
     validation.claim(runner_name="test", lease_seconds=60)
 
     validation_store(
-        validation, {"verdict": "timeout", "error": "time limit"}, seed=1, time_limit_s=30
+        validation, {"verdict": "timeout", "error": "time limit"}, seed=1, time_limit_s=30,
+        runner_name="test",
     )
 
     validation.refresh_from_db()

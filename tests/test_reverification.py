@@ -17,11 +17,12 @@ from django_q.models import OrmQ, Task
 
 from evaluation.models import Runner
 from evaluation.services import runner_heartbeat
+from gpu_runner import leased
 from gpu_runner.services import evaluate_submission, reverify_submission
 from leaderboard.models import BestEntry, Record
 from leaderboard.services import board_rows
 from submissions.models import Evaluation, Reverification, Submission
-from submissions.services import reverifications_requeue, submission_create
+from submissions.services import submission_create
 from tests.conftest import kernel_source, wait_for
 from tests.leaderboard_factory import make_result
 
@@ -209,9 +210,10 @@ def test_the_first_runner_does_not_claim_the_reverification_while_another_runner
     assert reverification.enqueued_at is None
 
     OrmQ.objects.all().delete()
-    assert reverifications_requeue(hardware_slug="cpu") == 1
+    assert leased.sweep(hardware=cpu_hardware)[leased.REVERIFICATION.name] == 1
     assert reverify_tasks() == [[reverification.pk]]
-    assert reverifications_requeue(hardware_slug="cpu") == 0  # queued once, not every sweep
+    # Queued once, not every sweep.
+    assert leased.sweep(hardware=cpu_hardware)[leased.REVERIFICATION.name] == 0
 
     assert reverification.claim(runner_name="r2", lease_seconds=60)
     assert reverification.claimed_by == "r2"
@@ -242,8 +244,9 @@ def test_a_reverification_that_keeps_killing_runners_is_failed_not_retried(
     )
 
     outcome = committed(reverify_submission, reverification_id=reverification.pk, runner_name="r2")
+    assert outcome == "not claimed"
+    committed(leased.sweep, hardware=cpu_hardware)
 
-    assert outcome == "stopped: killed its runners too often"
     reverification.refresh_from_db()
     assert reverification.status == Reverification.Status.FAILED
     assert reverification.evaluation.verdict == Evaluation.Verdict.RUNNER_CRASH

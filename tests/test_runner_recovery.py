@@ -1,11 +1,11 @@
 """Nothing is lost: runners killed mid-evaluation, and submissions that keep killing them.
 
 A runner that dies stops renewing its lease; the heartbeat sweep of any runner
-(`requeue_abandoned`, `validations_requeue`) finds the lapsed lease and queues the work again,
-and a row that killed `SUBMISSION_MAX_ATTEMPTS` runners is stopped instead. The in-process tests
-play the dead runner (a claim whose lease is then set in the past), call the sweep, and run the
-queued tasks as the next runner's worker would, with the stand-in harness. One test kills a real
-runner process.
+(`gpu_runner.leased.sweep`) finds the lapsed lease and queues the work again, and a row that
+killed `SUBMISSION_MAX_ATTEMPTS` runners is stopped instead. The in-process tests play the dead
+runner (a claim whose lease is then set in the past), call the sweep, and run the queued tasks
+as the next runner's worker would, with the stand-in harness. One test kills a real runner
+process. The same lifecycle, kind by kind, is tests/test_leases.py.
 """
 
 import signal
@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.models import OrmQ
 
-from gpu_runner.curation import validations_requeue
-from gpu_runner.services import requeue_abandoned
+from evaluation import leases
+from gpu_runner import leased
 from problems.curation import validation_request
 from problems.models import Validation
 from problems.services import problem_upsert
@@ -64,6 +64,11 @@ def committed(django_capture_on_commit_callbacks):
     return call
 
 
+def swept(kind: leases.Kind, hardware) -> int:
+    """One heartbeat sweep; how many rows of `kind` it queued again."""
+    return leased.sweep(hardware=hardware)[kind.name]
+
+
 def die_holding(row, *, runner_name: str) -> None:
     """A runner claims `row` and dies: its lease is never renewed and lapses."""
     assert row.claim(runner_name=runner_name, lease_seconds=60)
@@ -97,15 +102,8 @@ def test_a_submission_whose_runner_died_is_requeued_by_the_sweep_and_evaluated_o
         submit, user=user, problem=relu_problem, hardware=cpu_hardware,
         source=kernel_source("relu_correct.py"),
     )
-    assert submission.claim(runner_name="dead:1", lease_seconds=60)
-    # While its runner lives (the lease is current), the sweep leaves it alone.
-    assert committed(requeue_abandoned, hardware_slug="cpu") == 0
-    assert status_of(submission) == Submission.Status.RUNNING
-
-    Submission.objects.filter(pk=submission.pk).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=1)
-    )
-    assert committed(requeue_abandoned, hardware_slug="cpu") == 1
+    die_holding(submission, runner_name="dead:1")
+    assert swept(leased.SUBMISSION, cpu_hardware) == 1
     assert status_of(submission) == Submission.Status.QUEUED
 
     # The original task (redelivered) and the sweep's: the claim lets exactly one through.
@@ -132,16 +130,20 @@ def test_a_submission_that_keeps_killing_runners_is_stopped_while_the_queue_drai
         )
         for _ in range(3)
     ]
-    for attempt in range(1, settings.SUBMISSION_MAX_ATTEMPTS + 1):
+    for attempt in range(1, settings.SUBMISSION_MAX_ATTEMPTS):
         poison.refresh_from_db()
         die_holding(poison, runner_name=f"dead:{attempt}")
         assert poison.attempts == attempt
-        assert committed(requeue_abandoned, hardware_slug="cpu") == 1
+        assert swept(leased.SUBMISSION, cpu_hardware) == 1
+    # The last runner it may kill: the sweep stops it rather than queue it again.
+    poison.refresh_from_db()
+    die_holding(poison, runner_name=f"dead:{settings.SUBMISSION_MAX_ATTEMPTS}")
+    assert swept(leased.SUBMISSION, cpu_hardware) == 0
 
     for _ in behind:
         harness.will_return(ms=1.0)
     outcomes = next_runner()
-    assert "stopped: killed its runners too often" in outcomes
+    assert outcomes.count("correct") == 3  # its earlier tasks find nothing to claim
     poison.refresh_from_db()
     assert (poison.status, poison.verdict) == ("finished", Evaluation.Verdict.RUNNER_CRASH)
     assert "died" in poison.evaluations.get().error
@@ -165,7 +167,7 @@ def test_a_validation_whose_runner_died_is_requeued_by_the_sweep_and_finished_by
     die_holding(validation, runner_name="dead:1")
     assert validation.status == Validation.Status.RUNNING
 
-    assert committed(validations_requeue, hardware_slug="cpu") == 1
+    assert swept(leased.VALIDATION, cpu_hardware) == 1
     validation.refresh_from_db()
     assert validation.status == Validation.Status.QUEUED
 

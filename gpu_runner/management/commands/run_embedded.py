@@ -21,16 +21,14 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.core.management.utils import get_random_secret_key
-from django.db.models import Q
 from django.utils import timezone
 from django_q.models import OrmQ
 
 from evaluation.harness.process import die_with_parent_preexec
 from evaluation.services import hardware_register
+from gpu_runner import leased
 from gpu_runner.detect import detect
-from problems.models import Validation
 from problems.services import samples_load
-from submissions.models import NcuReport, Reverification, Submission
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +52,13 @@ def ensure_secret_key(path: Path) -> str:
 def release_work_of(runner_name: str, *, queue: str) -> None:
     """Hand what a dead runner held to the next runner now, not after a lease or a retry.
 
-    Its claims lapse at once (the next runner's heartbeat queues them again, through
-    requeue_abandoned, reverifications_requeue and validations_requeue), and, on the ORM
-    broker, the tasks its cluster had taken, which the broker would hide for Q_RETRY seconds,
-    are visible again. A task that another runner of the queue holds may so run twice: the
-    claim lets one in.
+    Its leases lapse at once (leased.release; the next runner's heartbeat sweep queues the
+    work again), and, on the ORM broker, the tasks its cluster had taken, which the broker
+    would hide for Q_RETRY seconds, are visible again. A task that another runner of the queue
+    holds may so run twice: the claim lets one in.
     """
+    leased.release(runner_name=runner_name)
     now = timezone.now()
-    held = Q(claimed_by=runner_name) | Q(claimed_by__startswith=f"{runner_name}:")
-    Submission.objects.filter(held, status=Submission.Status.RUNNING).update(lease_expires_at=now)
-    Reverification.objects.filter(held, status=Reverification.Status.RUNNING).update(
-        lease_expires_at=now
-    )
-    NcuReport.objects.filter(held, status=NcuReport.Status.RUNNING).update(lease_expires_at=now)
-    Validation.objects.filter(
-        Q(runner_name=runner_name) | Q(runner_name__startswith=f"{runner_name}:"),
-        status=Validation.Status.RUNNING,
-    ).update(lease_expires_at=now)
     if not settings.REDIS_URL:
         OrmQ.objects.filter(key=queue, lock__gt=now).update(lock=now)
 

@@ -17,14 +17,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import hardware_register, runner_heartbeat
-from gpu_runner.curation import validations_requeue
+from gpu_runner import leased
 from gpu_runner.detect import detect
-from gpu_runner.services import requeue_abandoned
-from submissions.services import (
-    ncu_reports_requeue,
-    reverifications_requeue,
-    submission_requeue_unqueued,
-)
 
 
 def parse_devices(value: str | None, gpu_count: int) -> list[int | None]:
@@ -104,15 +98,11 @@ class Command(BaseCommand):
                             name=name, hardware=hardware, host=host, pid=workers[device].pid,
                             device_index=device,
                         )
-                    requeued = requeue_abandoned(hardware_slug=hardware.slug)
-                    # Submissions whose task never reached the broker (it was down at commit).
-                    requeued += submission_requeue_unqueued(hardware_slug=hardware.slug)
-                    if requeued:
-                        self.stdout.write(f"requeued {requeued} abandoned submission(s)")
-                    # Re-verifications handed back by the runner they avoid, or abandoned.
-                    reverifications_requeue(hardware_slug=hardware.slug)
-                    validations_requeue(hardware_slug=hardware.slug)
-                    ncu_reports_requeue(hardware_slug=hardware.slug)
+                    # Work whose runner died, or whose task never reached the broker.
+                    enqueued = leased.sweep(hardware=hardware)
+                    if any(enqueued.values()):
+                        counts = ", ".join(f"{n} {kind}" for kind, n in enqueued.items() if n)
+                        self.stdout.write(f"requeued {counts}")
                 except Exception as error:  # database briefly gone: keep serving, retry
                     self.stderr.write(f"heartbeat failed: {error}")
                 deadline = time.monotonic() + settings.RUNNER_HEARTBEAT_SECONDS
