@@ -11,7 +11,7 @@ purpose (submissions.selectors.latest_evaluations), so a re-verification's outco
 first evaluation's everywhere at once.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -193,6 +193,27 @@ def board_order(median_ms: float | None, achieved_at: datetime | None, pk: int |
     """A board's order: fastest first; a tie goes to whoever got there first, then to the
     lower id."""
     return (median_ms or 0.0, achieved_at, pk or 0)
+
+
+def board_reference_ms(reference_ms: Iterable[float | None]) -> float | None:
+    """The one reference time a board's speedups are against: the median of the reference's
+    times measured beside the board's ranked kernels (each evaluation times the reference next
+    to the kernel, on the same draws). One number for the whole board, so its speedup column
+    never contradicts its order; each submission's own page keeps the speedup against the
+    reference timed beside it in its evaluation."""
+    times = sorted(t for t in reference_ms if t)
+    if not times:
+        return None
+    middle = len(times) // 2
+    return times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
+
+
+def board_speedup(board_reference: float | None, ranking_time_ms: float | None) -> float | None:
+    """A ranked result's speedup on its board: the board's reference time over the time it
+    ranks with (ranking_ms), so it falls as the rank rises."""
+    if not board_reference or not ranking_time_ms:
+        return None
+    return board_reference / ranking_time_ms
 
 
 def row_order(row: Row) -> tuple:

@@ -90,8 +90,15 @@ class BoardRowSerializer(serializers.Serializer):
     submission_id = serializers.IntegerField(allow_null=True)
     evaluation_id = serializers.IntegerField(allow_null=True)
     candidate_ms = serializers.FloatField()
-    reference_ms = serializers.FloatField(allow_null=True)
-    speedup = serializers.FloatField(allow_null=True)
+    reference_ms = serializers.FloatField(
+        allow_null=True, help_text="The reference's time measured beside this kernel."
+    )
+    speedup = serializers.FloatField(
+        allow_null=True,
+        help_text="Against the board's one reference time (the median of reference_ms over its "
+        "ranked entries), so it falls as the rank rises; the submission's own speedup, against "
+        "the reference beside it, is in /api/v1/submissions/ID/.",
+    )
     speedup_eager = serializers.FloatField(allow_null=True)
     speedup_compile = serializers.FloatField(allow_null=True)
     backend = serializers.CharField()

@@ -173,7 +173,8 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
             submission_id=entry.submission_id,
             candidate_median_ms=entry.candidate_median_ms,
             previous_ms=best_before,
-            speedup=entry.speedup,
+            # The result's own (as in boards_rebuild): the board's changes with its entries.
+            speedup=fields["speedup"],
             achieved_at=entry.achieved_at,
         )
     changed = before != (entry.evaluation_id, entry.flagged_evaluation_id)
@@ -184,23 +185,46 @@ def _entry_order(entry: BestEntry) -> tuple:
     return scoring.board_order(entry.candidate_median_ms, entry.achieved_at, entry.evaluation_id)
 
 
+def _number_board(entries: list[BestEntry]) -> list[BestEntry]:
+    """Rank a board's entries 1..n in board order (unranked ones get no rank) and give each
+    ranked one its speedup against the board's one reference time (scoring.board_speedup).
+    Returns the entries whose rank or speedup changed."""
+    ranked = sorted((e for e in entries if e.evaluation_id is not None), key=_entry_order)
+    new_rank = {id(e): i for i, e in enumerate(ranked, start=1)}
+    reference = scoring.board_reference_ms(e.reference_median_ms for e in ranked)
+    changed = []
+    for entry in entries:
+        rank = new_rank.get(id(entry))
+        speedup = entry.speedup
+        if rank is not None and reference is not None:
+            speedup = scoring.board_speedup(reference, entry.candidate_median_ms)
+        if (entry.rank, entry.speedup) != (rank, speedup):
+            entry.rank, entry.speedup = rank, speedup
+            changed.append(entry)
+    return changed
+
+
 def board_rerank(*, problem_id: int, hardware_id: int) -> None:
-    """Number a board's ranked entries 1..n by median time; unranked entries get no rank."""
+    """Number a board's ranked entries 1..n by median time (unranked entries get no rank), each
+    with its speedup against the board's reference time."""
     entries = list(
         BestEntry.objects.filter(problem_id=problem_id, hardware_id=hardware_id).only(
-            "id", "rank", "evaluation_id", "candidate_median_ms", "achieved_at"
+            "id", "rank", "evaluation_id", "candidate_median_ms", "reference_median_ms",
+            "speedup", "achieved_at"
         )
     )
-    ranked = sorted((e for e in entries if e.evaluation_id is not None), key=_entry_order)
-    new_rank = {e.id: i for i, e in enumerate(ranked, start=1)}
-    stale = []
-    for entry in entries:
-        rank = new_rank.get(entry.id)
-        if entry.rank != rank:
-            entry.rank = rank
-            stale.append(entry)
+    stale = _number_board(entries)
     if stale:
-        BestEntry.objects.bulk_update(stale, ["rank"])
+        BestEntry.objects.bulk_update(stale, ["rank", "speedup"])
+
+
+def board_reference(*, problem_id: int, hardware_id: int) -> float | None:
+    """The reference time a board's speedups are against (scoring.board_reference_ms)."""
+    return scoring.board_reference_ms(
+        BestEntry.objects.filter(
+            problem_id=problem_id, hardware_id=hardware_id, rank__isnull=False
+        ).values_list("reference_median_ms", flat=True)
+    )
 
 
 # ---- reading boards ---------------------------------------------------------------------------
@@ -543,9 +567,7 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
     for entry in entries:
         by_board.setdefault((entry.problem_id, entry.hardware_id), []).append(entry)
     for board_entries in by_board.values():
-        ranked = sorted((e for e in board_entries if e.evaluation_id is not None), key=_entry_order)
-        for i, entry in enumerate(ranked, start=1):
-            entry.rank = i
+        _number_board(board_entries)
 
     records: list[Record] = []
     for (problem_id, hardware_id), ranking in ranking_by_board.items():

@@ -13,7 +13,7 @@ from leaderboard import selectors
 from leaderboard.exports import COLUMNS, export_response, json_download
 from leaderboard.forms import TableFilterForm
 from leaderboard.models import Record
-from leaderboard.services import board_rows, flagged_rows, record_rows
+from leaderboard.services import board_reference, board_rows, flagged_rows, record_rows
 from problems.models import Problem
 from submissions.models import Model, Run, Submission
 from submissions.selectors import can_see_submission
@@ -79,6 +79,7 @@ def problem_board(request, level: int, number: int, hardware: str):
             "problem": problem,
             "hardware": hardware,
             "rows": rows,
+            "board_reference_ms": board_reference(problem_id=problem.pk, hardware_id=hardware.pk),
             "flagged": flagged,
             "records": records,
             "record_chart": svg.record_chart(

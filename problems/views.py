@@ -6,7 +6,7 @@ from django.db.models import Count, Prefetch, Q
 from django.shortcuts import get_object_or_404, render
 
 from evaluation.models import Hardware
-from leaderboard.services import board_rows, problem_solvers, problem_status_for
+from leaderboard.services import board_reference, board_rows, problem_solvers, problem_status_for
 from problems.difficulty import difficulty, level_medians
 from problems.models import Baseline, Problem, Validation
 
@@ -141,6 +141,9 @@ def problem_detail(request, level: int, number: int):
             "validation": validations.get(hardware.pk),
             "top": rows[:TOP_RESULTS],
             "more": max(len(rows) - TOP_RESULTS, 0),
+            # The reference time the board's speedups are against, as the board says it.
+            "board_reference_ms": board_reference(problem_id=problem.pk, hardware_id=hardware.pk)
+            if rows else None,
         }
         if entry["eager"] or entry["compile"] or entry["validation"] or rows:
             per_hardware.append(entry)

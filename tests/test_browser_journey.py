@@ -119,6 +119,7 @@ def test_a_newcomer_signs_up_submits_ranks_enters_and_compares_with_agreeing_num
     same(cells.nth(2).text_content(), shown_ms, what="the board's median")
     same(cells.nth(3).text_content(), shown_speedup, what="the board's speedup")
     assert cells.nth(9).text_content().strip() == f"#{record.pk}"
+    board_reference = page.text_content("#board-reference").split(",")[1]
 
     # The person's page: the same entry.
     page.goto(f"{live_site}{reverse('leaderboard_user', args=['newbie'])}")
@@ -136,6 +137,8 @@ def test_a_newcomer_signs_up_submits_ranks_enters_and_compares_with_agreeing_num
     same(top.locator("td").nth(3).text_content(), shown_ms, what="the problem page's time")
     same(top.locator("td").nth(4).text_content(), shown_speedup,
          what="the problem page's speedup")
+    same(page.text_content(".board-reference").split(",")[1], board_reference,
+         what="the problem page's board reference")
 
     # Enter the competition on its page, and find the entry in its standings.
     page.goto(f"{live_site}{cup.get_absolute_url()}")
