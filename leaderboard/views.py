@@ -2,6 +2,7 @@
 ?format=csv|json&table=<name>; the REST API (leaderboard/api.py) serves the same data."""
 
 from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
 from django.db.models import Case, Subquery, When
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -282,6 +283,9 @@ def leaderboard_user(request, username: str):
     )
 
 
+PEOPLE_PER_PAGE = 100
+
+
 def leaderboard_people(request):
     """People ranked per hardware and level over their best verified results."""
     form = _filters(request)
@@ -295,10 +299,21 @@ def leaderboard_people(request):
     download = export_response(request, {"people": (COLUMNS["people"], people)}, basename="people")
     if download:
         return download
+    # A row a person, hardware and level: thousands on a busy site, so the page shows them a
+    # page at a time (the downloads have them all).
+    page = Paginator(people, PEOPLE_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(
         request,
         "leaderboard/people.html",
-        {"form": form, "people": people, "baseline": baseline},
+        {
+            "form": form,
+            "people": page,
+            "page": page,
+            "query": query.urlencode(),
+            "baseline": baseline,
+        },
     )
 
 

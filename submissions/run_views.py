@@ -27,7 +27,7 @@ def _leaderboard_url(run: Run) -> str | None:
 
 def run_detail(request, pk: int):
     run = get_object_or_404(Run.objects.select_related("model", "hardware", "created_by"), pk=pk)
-    state = run_status_payload(run)
+    state = run_status_payload(run, page=request.GET.get("page"))
     fast_p_columns = [key for key in (state["fast_p"][0] if state["fast_p"] else {}) if
                       key.startswith("fast_")]
     fast_p_rows = [
@@ -62,8 +62,8 @@ def _allowed_actions(run: Run) -> list[str]:
 
 def run_status(request, pk: int):
     """What the run page polls for its live counters and tables."""
-    run = get_object_or_404(Run, pk=pk)
-    return JsonResponse(run_status_payload(run))
+    run = get_object_or_404(Run.objects.select_related("model", "hardware"), pk=pk)
+    return JsonResponse(run_status_payload(run, page=request.GET.get("page")))
 
 
 @require_POST

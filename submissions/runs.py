@@ -15,6 +15,7 @@ where it was: a step that is done, had no code, or failed is never asked again.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections import defaultdict
@@ -24,8 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.cache import cache
+from django.core.paginator import Page, Paginator
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -511,18 +514,55 @@ def _store_answer(generation: Generation, answer: llm.Answer) -> None:
 # ---- reading a run ----------------------------------------------------------------------------
 
 
-def run_progress(run: Run) -> dict:
+# The run page lists the steps of this many of the run's problems at a time.
+STEP_PROBLEMS_PER_PAGE = 10
+
+
+def run_version(run: Run) -> str:
+    """A key that changes whenever a run's tables can: its submissions (how many, and which, in
+    each re-verification state), their evaluations (how many, the last), the problems it counts
+    and what its rows are labelled with. Evaluations are only ever added, and a submission's
+    result changes only with a new evaluation or its re-verification state.
+
+    A run's tables read every sample's result (80 ms for 3,000 samples), so pages keep them in
+    the cache under this key: nothing to invalidate, and a finished run's are read once. The
+    cache's own timeout bounds how long one outlives a change of the rules themselves."""
+    states = sorted(
+        run.submissions.order_by()
+        .values_list("reverification")
+        .annotate(n=Count("id"), ids=Sum("id"))
+    )
+    evaluations = Evaluation.objects.filter(submission__run=run).aggregate(
+        n=Count("id"), last=Max("id")
+    )
+    parts = (
+        run.pk, run.created_at, run.name, str(run.model), run.hardware.slug,
+        run.samples_per_problem, states, evaluations, run_problems(run),
+    )
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def run_results(run: Run) -> list[dict]:
+    """The result of each of the run's submissions: its latest evaluation on the run's hardware
+    (latest_evaluations)."""
+    return latest_evaluations(
+        submission_ids=run.submissions.order_by().values_list("pk", flat=True),
+        hardware_id=run.hardware_id,
+    )
+
+
+def run_progress(run: Run, *, correct: int | None = None) -> dict:
     """Counts for the run page: steps generated, submissions evaluated, and correct (their
-    result on the board: scoring.on_board, as every table counts it)."""
-    steps = dict(run.generations.values_list("status").annotate(n=Count("id")))
+    result on the board: scoring.on_board, as every table counts it; `correct` when the
+    caller has counted them)."""
+    # order_by(): Generation's default order joined every step to its run only to count them.
+    steps = dict(run.generations.order_by().values_list("status").annotate(n=Count("id")))
     submissions = run.submissions.aggregate(
         total=Count("id"),
         evaluated=Count("id", filter=Q(status=Submission.Status.FINISHED)),
     )
-    results = latest_evaluations(
-        submission_ids=run.submissions.order_by().values_list("pk", flat=True),
-        hardware_id=run.hardware_id,
-    )
+    if correct is None:
+        correct = sum(1 for e in run_results(run) if scoring.on_board(e))
     problems = run.problems.count()
     return {
         "status": run.status,
@@ -535,22 +575,32 @@ def run_progress(run: Run) -> dict:
         "failed": steps.get(Generation.Status.FAILED, 0),
         "submissions": submissions["total"],
         "evaluated": submissions["evaluated"],
-        "correct": sum(1 for e in results if scoring.on_board(e)),
+        "correct": correct,
         "prompt_tokens": run.prompt_tokens,
         "completion_tokens": run.completion_tokens,
         "cost_usd": run.cost_usd,
     }
 
 
-def run_samples(run: Run) -> dict[tuple[int, int], dict | None]:
+def run_samples(
+    run: Run, *, results: list[dict] | None = None
+) -> dict[tuple[int, int], dict | None]:
     """Per (problem, sample index): the sample's result, the best of its submissions' results
     (a sample refined over several turns has several; scoring.best_of_key picks); None while
-    none is evaluated. A result is a submission's latest evaluation on the run's hardware."""
+    none is evaluated. A result is a submission's latest evaluation on the run's hardware
+    (`results`: run_results, when the caller has read them)."""
     samples: dict[tuple[int, int], dict | None] = {}
-    for problem_id, index in run.submissions.order_by().values_list("problem_id", "sample_index"):
+    index_of: dict[int, int] = {}
+    for pk, problem_id, index in run.submissions.order_by().values_list(
+        "pk", "problem_id", "sample_index"
+    ):
         samples.setdefault((problem_id, index), None)
-    index_of = dict(run.submissions.order_by().values_list("pk", "sample_index"))
-    for e in latest_evaluations(submission_ids=index_of, hardware_id=run.hardware_id):
+        index_of[pk] = index
+    if results is None:
+        results = latest_evaluations(submission_ids=index_of, hardware_id=run.hardware_id)
+    for e in results:
+        if e["submission_id"] not in index_of:  # deleted since the results were read
+            continue
         key = (e["submission__problem_id"], index_of[e["submission_id"]])
         current = samples.get(key)
         if current is None or scoring.best_of_key(e) > scoring.best_of_key(current):
@@ -601,10 +651,18 @@ class FastPRow:
     geomean_speedup: float | None = None
 
 
-def run_fast_p(run: Run, *, counting: str = "strict") -> list[FastPRow]:
+def run_fast_p(
+    run: Run,
+    *,
+    counting: str = "strict",
+    samples: dict[tuple[int, int], dict | None] | None = None,
+) -> list[FastPRow]:
     """fast_p per level over the run's problems (every one in the denominator), over the eager
-    baseline: the same figures as the leaderboard's run table. `counting`: scoring.COUNTINGS."""
-    first = run_first_outcomes(run_samples(run), counting=counting)
+    baseline: the same figures as the leaderboard's run table. `counting`: scoring.COUNTINGS;
+    `samples`: run_samples, when the caller has read them."""
+    if samples is None:
+        samples = run_samples(run)
+    first = run_first_outcomes(samples, counting=counting)
     rows = []
     for level, problem_ids in sorted(run_problems(run).items()):
         summary = metrics.level_summary(first, problems=problem_ids)
@@ -624,17 +682,56 @@ def fast_p_label(p: float) -> str:
     return f"fast_{p:g}"
 
 
-def run_status_payload(run: Run) -> dict:
-    """Everything the run page shows, as JSON: the page polls it for live progress."""
+def _fast_p_rows(rows: list[FastPRow]) -> list[dict]:
+    return [
+        {
+            "level": row.level,
+            "problems": row.problems,
+            "correct": row.correct,
+            "geomean_speedup": row.geomean_speedup,
+            **{fast_p_label(p): value for p, value in row.fast_p.items()},
+        }
+        for row in rows
+    ]
+
+
+def _run_tables(run: Run) -> dict:
+    """What the run page shows from every sample's result: the correct ones and both fast_p
+    tables, from one read of the results."""
+    results = run_results(run)
+    samples = run_samples(run, results=results)
+    return {
+        "correct": sum(1 for e in results if scoring.on_board(e)),
+        "fast_p": _fast_p_rows(run_fast_p(run, samples=samples)),
+        # KernelBench's own counting beside ours (scoring.COUNTING_LABELS says what each is).
+        "fast_p_kernelbench": _fast_p_rows(
+            run_fast_p(run, counting="kernelbench", samples=samples)
+        ),
+    }
+
+
+def _problem_steps(run: Run, problems: Page) -> list[dict]:
+    """The steps of these problems of the run, each with its submission's result."""
+    generations = list(
+        run.generations.filter(problem_id__in=[problem.pk for problem in problems])
+        .select_related("submission")
+        # The prompt, the answer and the kernel are kilobytes a step, and not shown here
+        # (run_id stays: the related manager reads it to attach each step to the run).
+        .only(
+            "run_id", "problem_id", "sample_index", "turn", "status", "error", "submission_id",
+            "submission__status", "submission__verdict",
+        )
+        .order_by("sample_index", "turn")
+    )
     evaluations = {
         e["submission_id"]: e
         for e in latest_evaluations(
-            submission_ids=run.submissions.order_by().values_list("pk", flat=True),
+            submission_ids=[g.submission_id for g in generations if g.submission_id],
             hardware_id=run.hardware_id,
         )
     }
     steps: dict[int, list[dict]] = defaultdict(list)
-    for g in run.generations.select_related("submission").order_by("sample_index", "turn"):
+    for g in generations:
         submission = g.submission
         evaluation = evaluations.get(g.submission_id) if g.submission_id else None
         steps[g.problem_id].append(
@@ -651,35 +748,34 @@ def run_status_payload(run: Run) -> dict:
                 "speedup": scoring.speedup(evaluation) if evaluation else None,
             }
         )
-    problems = [
+    return [
         {
             "id": problem.pk,
             "slug": problem.slug,
             "url": problem.get_absolute_url(),
             "steps": steps.get(problem.pk, []),
         }
-        for problem in run.problems.order_by("level", "number")
+        for problem in problems
     ]
-    def fast_p_rows(counting: str) -> list[dict]:
-        return [
-            {
-                "level": row.level,
-                "problems": row.problems,
-                "correct": row.correct,
-                "geomean_speedup": row.geomean_speedup,
-                **{fast_p_label(p): value for p, value in row.fast_p.items()},
-            }
-            for row in run_fast_p(run, counting=counting)
-        ]
 
+
+def run_status_payload(run: Run, *, page: int | str | None = 1) -> dict:
+    """Everything the run page shows, as JSON: the page polls it for live progress. The steps
+    are those of one page of the run's problems (STEP_PROBLEMS_PER_PAGE a page)."""
+    tables = cache.get_or_set(f"run-tables:{run.pk}:{run_version(run)}", lambda: _run_tables(run))
+    problems = Paginator(
+        run.problems.order_by("level", "number").only("slug", "level", "number"),
+        STEP_PROBLEMS_PER_PAGE,
+    ).get_page(page)
     return {
         "run": run.pk,
-        **run_progress(run),
-        "fast_p": fast_p_rows("strict"),
-        # KernelBench's own counting beside ours (scoring.COUNTING_LABELS says what each is).
-        "fast_p_kernelbench": fast_p_rows("kernelbench"),
+        **run_progress(run, correct=tables["correct"]),
+        "fast_p": tables["fast_p"],
+        "fast_p_kernelbench": tables["fast_p_kernelbench"],
         "countings": dict(scoring.COUNTING_LABELS),
-        "problem_steps": problems,
+        "problem_steps": _problem_steps(run, problems),
+        "steps_page": problems.number,
+        "steps_pages": problems.paginator.num_pages,
     }
 
 
