@@ -521,24 +521,23 @@ def build_parser() -> argparse.ArgumentParser:
     wait_help = ("follow it live to the outcome: the verdict, then its ranking (a would-be "
                  "record is re-verified before it ranks)")
 
+    def name_kernel(sub: argparse.ArgumentParser, file_help: str) -> None:
+        """The kernel file, its problem, backend, hardware and precision (submit and test)."""
+        sub.add_argument("file", help=file_help)
+        name_problem(sub)
+        sub.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
+        sub.add_argument("--hardware",
+                         help="a hardware slug, e.g. h200 (the site's only one by default)")
+        sub.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
+
     submit = command("submit", cmd_submit, "submit a kernel file, or a folder of them")
     submit.epilog = batch.NAMING
-    submit.add_argument("file", help="a kernel file, or a folder of them (see below)")
-    name_problem(submit)
-    submit.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
-    submit.add_argument("--hardware",
-                        help="a hardware slug, e.g. h200 (the site's only one by default)")
-    submit.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
+    name_kernel(submit, "a kernel file, or a folder of them (see below)")
     submit.add_argument("--wait", action="store_true", help=wait_help)
     submit.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
     test = command("test", cmd_test, TEST_HELP)
-    test.add_argument("file", help="a kernel file")
-    name_problem(test)
-    test.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
-    test.add_argument("--hardware",
-                      help="a hardware slug, e.g. h200 (the site's only one by default)")
-    test.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
+    name_kernel(test, "a kernel file")
     test.add_argument("--timing", action="store_true",
                       help="time it too (its speedup is shown, never ranked)")
     test.add_argument("--no-wait", action="store_true",
