@@ -92,7 +92,7 @@ def cpu_set(repeats: int) -> list[tuple[str, str, str]]:
     ]
 
 
-# What --before turns off in the runner's environment (read by evaluation/harness).
+# What --before turns off in the runner's environment (read by evaluator).
 SLOW_PATH_ENV = {"KB_HARNESS_PRESTART": "0", "KB_HARNESS_CUDA_IPC": "0"}
 FAST_PATH_ENV = {"KB_HARNESS_PRESTART": "1"}
 NO_SANDBOX_ENV = {"KB_SANDBOX": "off", "KB_SANDBOX_OFF_I_UNDERSTAND": "1"}
@@ -231,7 +231,7 @@ def precompile(items: list, *, hardware_is_cpu: bool, owner: str) -> None:
 
     from django.conf import settings
 
-    from evaluation.harness import pool, sandbox
+    from evaluator.runner import pool, sandbox
 
     pool.enable(False)  # no spares in this process: the runner keeps its own
     jobs = {}

@@ -8,7 +8,7 @@ On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
           GPU from start to end, and its timed worker makes the profiled call (main before
           issue 22);
   after   the defaults: several evaluations share the GPU, each timed with it alone
-          (evaluation/harness/gate.py), the profiled call in a profiling process started ahead.
+          (evaluator/judge/gate.py), the profiled call in a profiling process started ahead.
 
 The problems are validated on the device first, as on a curated site: their peaks are what
 admits evaluations beside each other. Each pass drains a queue of the level 1 mix of

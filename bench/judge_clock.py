@@ -37,7 +37,7 @@ TIMING = {"warmup": 5, "min_reps": 20, "max_reps": 500, "target_rel_err": 0.002,
 # One evaluation in a fresh interpreter whose `evaluation` package is the one on PYTHONPATH.
 _RUN = """
 import json, sys, time
-from evaluation.harness.sandbox import run_job
+from evaluator.runner.sandbox import run_job
 job = json.loads(sys.stdin.read())
 t0 = time.monotonic()
 result = run_job(job)

@@ -79,7 +79,7 @@ def setup_django(db_path: Path, var_dir: Path) -> None:
 
 
 def timing_summary(median_ms: float, rng: random.Random) -> dict:
-    """A timing summary with the keys the harness stores (evaluation/harness/timing.py), so the
+    """A timing summary with the keys the harness stores (evaluator/timing.py), so the
     pages render every column and board ties are computed from a spread."""
     spread = median_ms * rng.uniform(0.002, 0.03)
     return {

@@ -1,4 +1,4 @@
-"""What the candidate's sandbox (bubblewrap, evaluation/harness/jail.py) costs, side by side.
+"""What the candidate's sandbox (bubblewrap, evaluator/runner/jail.py) costs, side by side.
 
     python3 bench/sandbox_cost.py --cpu                                  # the sample problems
     python3 bench/sandbox_cost.py --kernelbench .kernelbench --only 19_ReLU   # on a GPU host
@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 
 def startup(device: str, starts: int) -> dict[str, list[float]]:
-    from evaluation.harness import jail
+    from evaluator.runner import jail
 
     code = "import torch"
     if device != "cpu":

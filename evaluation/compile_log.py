@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 
-CANDIDATE_FILE = "candidate.py"  # the harness's name for the submitted file (harness/worker.py)
+CANDIDATE_FILE = "candidate.py"  # the worker's name for the submitted file
 
 # load_inline writes its sources joined by newlines after these implicit headers
 # (torch.utils.cpp_extension.load_inline): the generated file's line n is line

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from evaluation.harness.config import peak_rate
+from evaluator.config import peak_rate
 from kbsite import svg
 
 SIDES = (("candidate", "Submitted kernel"), ("reference", "Reference (PyTorch)"))

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from evaluation.harness import flags as flag_kinds
-from evaluation.harness import verdicts
+from evaluator import flags as flag_kinds
+from evaluator import verdicts
 
 Row = Mapping[str, Any]
 
@@ -65,7 +65,7 @@ COUNTING_LABELS = {
 
 
 def exploits(row: Row) -> list[str]:
-    """The result's exploit flags (evaluation/harness/flags.py says which flags are notes)."""
+    """The result's exploit flags (evaluator/flags.py says which flags are notes)."""
     return flag_kinds.exploits(row["flags"])
 
 

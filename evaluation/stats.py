@@ -12,7 +12,7 @@ bootstrap: the median's standard error under a normal approximation,
     se(median) = 1.2533 * sigma / sqrt(n)
 
 with sigma the robust spread 1.4826 * MAD where the summary has `mad_ms` (evaluations stored
-after it was added to evaluation/harness/timing.summarize), else the samples' standard
+after it was added to evaluator/timing.summarize), else the samples' standard
 deviation (older evaluations; a few slow outliers widen it, which errs towards "agree"). The
 95% interval is median +- 1.96 se.
 

@@ -15,9 +15,9 @@ from django.conf import settings
 from django.db import transaction
 
 from evaluation import leases
-from evaluation.harness import sandbox
-from evaluation.harness.types import Job, Result
 from evaluation.models import Hardware
+from evaluator.runner import sandbox
+from evaluator.types import Job, Result
 from gpu_runner.sharing import sharing_fields
 from problems.baselines import baseline_record
 from problems.curation import validation_settle

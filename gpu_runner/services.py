@@ -16,11 +16,11 @@ from django.utils import timezone
 
 from competitions.services import standings_refresh_for
 from evaluation import leases, scoring
-from evaluation.harness import sandbox
-from evaluation.harness.errors import clean_text, truncate
-from evaluation.harness.gate import DeviceGate
-from evaluation.harness.types import Job, Result
 from evaluation.models import Runner
+from evaluator.errors import clean_text, truncate
+from evaluator.judge.gate import DeviceGate
+from evaluator.runner import sandbox
+from evaluator.types import Job, Result
 from gpu_runner.sharing import sharing_fields
 from kbsite.live import publish, submission_group
 from leaderboard.services import board_refresh_for, would_set_record
@@ -452,7 +452,7 @@ def _publish_status(submission: Submission) -> None:
 def ncu_report_make(*, report_id: int, runner_name: str) -> str:
     """Make one Nsight Compute report if this runner wins the claim (ncu.py runs it in the
     candidate's sandbox, never inside a timed evaluation); returns its status."""
-    from evaluation.harness import ncu
+    from evaluator.runner import ncu
 
     report = (
         NcuReport.objects.select_related("submission__problem", "submission__problem_version",

@@ -1,6 +1,6 @@
 """`kb check`: the site's evaluation of a kernel, run on this machine before it costs quota.
 
-It runs the harness the site's runners run (evaluation.harness.sandbox.run_job: the judge, the
+It runs the harness the site's runners run (evaluator.runner.sandbox.run_job: the judge, the
 candidate's sandboxed worker, the same trials, exploit checks and timing) on a job built as a
 runner builds it (gpu_runner/services.py build_job), and prints what the site would show: the
 verdict, exploits and notes, the failed trial's diagnosis, both medians and the speedup.
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluation.harness import flags as flag_kinds
-from evaluation.harness import sandbox
-from evaluation.harness.config import BACKENDS, PRECISIONS, JobError, normalize_job
-from evaluation.harness.types import Job, Result
+from evaluator import flags as flag_kinds
+from evaluator.config import BACKENDS, PRECISIONS, JobError, normalize_job
+from evaluator.runner import sandbox
+from evaluator.types import Job, Result
 from kbcli import config
 from kbcli.client import Client
 from kbcli.files import read_kernel

@@ -259,7 +259,7 @@ REDIS_URL = env("REDIS_URL")
 # `retry` (when an unacknowledged task is handed out again), so a running evaluation is never
 # given to a second worker; a runner killed mid-evaluation is retried after `retry` seconds.
 # On a shared GPU a task may wait for device memory up to half its time limit, and a run out
-# of memory runs again alone within what is left of it (evaluation/harness/sandbox.py): twice
+# of memory runs again alone within what is left of it (evaluator/runner/sandbox.py): twice
 # the limit covers both.
 EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", 300)
 Q_TIMEOUT = env_int("Q_TIMEOUT", 2 * EVALUATION_TIME_LIMIT + 60)
@@ -359,12 +359,12 @@ RUNNER_OFFLINE_AFTER_SECONDS = env_int("RUNNER_OFFLINE_AFTER_SECONDS", 30)
 RUNNER_LEASE_SECONDS = env_int("RUNNER_LEASE_SECONDS", 60)
 # A submission whose evaluation has killed this many runners is stopped with its own verdict.
 SUBMISSION_MAX_ATTEMPTS = env_int("SUBMISSION_MAX_ATTEMPTS", 3)
-# Evaluations run at once on one GPU (evaluation/harness/gate.py): their untimed phases share
+# Evaluations run at once on one GPU (evaluator/judge/gate.py): their untimed phases share
 # it, each one's timed calls have it alone, and one starts only when its memory fits beside the
 # others'. 1 gives each evaluation the whole GPU. CPU slots are set with `runner --devices N`.
 RUNNER_EVALUATIONS_PER_GPU = env_int("RUNNER_EVALUATIONS_PER_GPU", 4)
 # The profiled call of a GPU evaluation in a sandboxed process of its own, whose profiler is
-# started ahead (evaluation/harness/judge.py, Profiler); off: the timed worker makes it after its
+# started ahead (evaluator/judge/judge.py, Profiler); off: the timed worker makes it after its
 # timing, paying the profiler's start (seconds) inside the evaluation.
 RUNNER_PROFILE_PROCESS = env_bool("RUNNER_PROFILE_PROCESS", True)
 # Where the runners of this host keep each GPU's gate (its locks and memory ledger).

@@ -12,8 +12,8 @@ from django.core.cache import cache
 from django.db.models import Count, Sum
 
 from evaluation import metrics, scoring
-from evaluation.harness import verdicts
 from evaluation.models import Hardware
+from evaluator import verdicts
 from leaderboard.models import BestEntry, Record
 from leaderboard.services import participant_fields, record_row
 from problems.models import Problem

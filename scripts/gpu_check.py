@@ -46,8 +46,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from evaluation.harness import pool  # noqa: E402
-from evaluation.harness.sandbox import run_job  # noqa: E402
+from evaluator.runner import pool  # noqa: E402
+from evaluator.runner.sandbox import run_job  # noqa: E402
 
 KERNELS = REPO / "gpu_kernels"
 
@@ -678,7 +678,7 @@ def _share_words(res: dict) -> str:
 
 def verdicts_check(args: argparse.Namespace, out_path: Path | None) -> int:
     from evaluation import scoring
-    from evaluation.harness import flags as flag_kinds
+    from evaluator import flags as flag_kinds
 
     if args.device != "cpu":
         import torch

@@ -19,7 +19,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # (must come after the environment variable above)
 
-from evaluation.harness import flags as flag_kinds
+from evaluator import flags as flag_kinds
 
 # Test and offline switch: a JSON file of canned answers, handed to litellm's own
 # `mock_response` so no provider is called. Never set in a real deployment.
@@ -402,7 +402,7 @@ def _position(item: dict) -> str:
 
 
 def diagnosis_lines(diagnosis: dict) -> list[str]:
-    """A failed trial's diagnosis (evaluation/harness/diagnose.py) as feedback: the hint, the
+    """A failed trial's diagnosis (evaluator/judge/diagnose.py) as feedback: the hint, the
     worst elements, where the NaN/inf are."""
     lines = []
     if diagnosis.get("hint"):

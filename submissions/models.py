@@ -8,9 +8,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from evaluation import leases, scoring, stats
-from evaluation.harness import flags as flag_kinds
-from evaluation.harness import verdicts
 from evaluation.models import Hardware, Runner
+from evaluator import flags as flag_kinds
+from evaluator import verdicts
 
 
 class Model(models.Model):
@@ -223,7 +223,7 @@ class Submission(models.Model):
 class Evaluation(models.Model):
     """One evaluation of a submission on a hardware: what the evaluator found, reproducibly."""
 
-    # One member per verdict of evaluation/harness/verdicts.py (CORRECT = "correct", ...).
+    # One member per verdict of evaluator/verdicts.py (CORRECT = "correct", ...).
     Verdict = models.TextChoices("Verdict", [(name.upper(), name) for name in verdicts.VERDICTS])
 
     class Purpose(models.TextChoices):
@@ -299,7 +299,7 @@ class Evaluation(models.Model):
 
     @property
     def exploit_flags(self) -> list[str]:
-        """The flags that are exploits (evaluation/harness/flags.py); the rest are notes."""
+        """The flags that are exploits (evaluator/flags.py); the rest are notes."""
         return flag_kinds.exploits(self.flags)
 
     @property
@@ -345,7 +345,7 @@ class Reverification(models.Model):
 
     FINISHED = (Status.PASSED, Status.FAILED)
     OPEN = (Status.QUEUED, Status.RUNNING)
-    # The note put on the second evaluation (in `flags`, a note by evaluation/harness/flags.py,
+    # The note put on the second evaluation (in `flags`, a note by evaluator/flags.py,
     # never an exploit) when the two timings' intervals do not overlap.
     TIMING_NOTE = "timing_not_reproduced"
     TIMING_FLAG = TIMING_NOTE  # its older name

@@ -359,7 +359,7 @@ def _evaluation_feedback(evaluation: Evaluation | None) -> dict | None:
         "candidate_ms": evaluation.candidate_median_ms,
         "reference_ms": evaluation.reference_median_ms,
         "speedup": evaluation.speedup,
-        # A failed trial's diagnosis (evaluation/harness/diagnose.py): hint, worst elements.
+        # A failed trial's diagnosis (evaluator/judge/diagnose.py): hint, worst elements.
         "diagnosis": next((t["diagnosis"] for t in evaluation.trials or []
                            if isinstance(t, dict) and t.get("diagnosis")), None),
         # Where the device time went (GPU evaluations): the kernels of both sides.

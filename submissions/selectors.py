@@ -10,9 +10,9 @@ from django.db.models import Count, Q, TextChoices
 from django.utils import timezone
 
 from evaluation import compile_log, leases, scoring
-from evaluation.harness import verdicts
-from evaluation.harness.errors import clean_text, truncate
 from evaluation.models import Hardware, Runner
+from evaluator import verdicts
+from evaluator.errors import clean_text, truncate
 from submissions.models import Evaluation, Reverification, Submission
 
 # Characters of one log field shown on a page or in the API (head and tail, with a marker).
@@ -237,7 +237,7 @@ def evaluation_summary(evaluation, *, details: bool = False) -> dict | None:
         "speedup": evaluation.speedup,
         "speedup_eager": evaluation.speedup_eager,
         "speedup_compile": evaluation.speedup_compile,
-        "flags": evaluation.exploit_flags,  # exploits; notes apart (evaluation/harness/flags.py)
+        "flags": evaluation.exploit_flags,  # exploits; notes apart (evaluator/flags.py)
         "notes": [note["name"] for note in evaluation.notes],
         "error": shown_error(evaluation, details=details),
         # "reverify": a second evaluation with fresh seeds, which replaced the first one.

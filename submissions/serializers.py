@@ -5,8 +5,8 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from evaluation.harness.config import DEFAULT_TOLERANCE
 from evaluation.profiles import profile_view
+from evaluator.config import DEFAULT_TOLERANCE
 from problems.models import Problem
 from submissions.models import ApiToken, Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import (
@@ -124,7 +124,7 @@ class ProblemDetailSerializer(ProblemListSerializer):
 
 
 def effective_tolerance(problem: Problem, precision: str) -> dict[str, float]:
-    """What the evaluator compares with (evaluation/harness/config.py normalize_job): the
+    """What the evaluator compares with (evaluator/config.py normalize_job): the
     problem's own atol/rtol, each falling back to the default of the precision."""
     default = DEFAULT_TOLERANCE[precision]
     return {

@@ -28,8 +28,8 @@ from django.db import connection
 from django_q.brokers import get_broker
 from django_q.signing import SignedPackage
 
-from evaluation.harness import sandbox
 from evaluation.services import hardware_register
+from evaluator.runner import sandbox
 from gpu_runner.curation import (
     baselines_compile_ahead,
     baselines_measure,

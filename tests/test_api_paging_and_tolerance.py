@@ -4,7 +4,7 @@ limit/offset, and a problem's effective tolerances instead of null."""
 import pytest
 from django.core.cache import cache
 
-from evaluation.harness.config import DEFAULT_TOLERANCE
+from evaluator.config import DEFAULT_TOLERANCE
 from problems.models import Problem
 from submissions.services import submission_create
 from tests.api_support import SchemaCheckedClient, openapi_schema, token_for

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.urls import reverse
 
-from evaluation.harness import flags
+from evaluator import flags
 from leaderboard.models import BestEntry
 from leaderboard.services import board_refresh_for, board_rows
 from submissions.models import Evaluation, Reverification, Submission

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from evaluation.harness.config import normalize_job
+from evaluator.config import normalize_job
 from gpu_runner.services import build_job as runner_job
 from kbcli import check
 from kbcli.main import build_parser, main

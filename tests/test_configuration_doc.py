@@ -73,9 +73,9 @@ def test_the_scan_finds_reads_of_every_kind():
         "SECRET_KEY": "kbsite/settings.py",  # env()
         "DB_POOL": "kbsite/settings.py",  # env_bool()
         "ALLOWED_HOSTS": "kbsite/settings.py",  # env_list()
-        "KB_SANDBOX_MEMORY_MB": "evaluation/harness/config.py",  # _env_limit()
-        "KB_BUILD_SLOT_MB": "evaluation/harness/buildcache.py",  # os.environ.get()
-        "KB_SANDBOX": "evaluation/harness/jail.py",  # MODE_ENV = "KB_SANDBOX"
+        "KB_SANDBOX_MEMORY_MB": "evaluator/config.py",  # _env_limit()
+        "KB_BUILD_SLOT_MB": "evaluator/runner/buildcache.py",  # os.environ.get()
+        "KB_SANDBOX": "evaluator/runner/jail.py",  # MODE_ENV = "KB_SANDBOX"
         "LLM_MOCK_RESPONSES_FILE": "submissions/llm.py",  # MOCK_FILE_ENV = ...
         "KB_TOKEN": "kbcli/config.py",
         "KB_PG_DB": "scripts/scaled_services.sh",  # ${KB_PG_DB:-kbsite}
@@ -83,7 +83,7 @@ def test_the_scan_finds_reads_of_every_kind():
     }.items():
         assert where in found.get(name, ()), f"the scan missed {name} in {where}"
     # worker.py only assigns it (os.environ["TORCH_EXTENSIONS_DIR"] = ...): not a read.
-    assert "evaluation/harness/worker.py" not in found.get("TORCH_EXTENSIONS_DIR", ())
+    assert "evaluator/worker/base.py" not in found.get("TORCH_EXTENSIONS_DIR", ())
 
 
 def test_every_environment_variable_the_code_reads_is_in_docs_configuration():

@@ -1,4 +1,4 @@
-"""Exploits and notes are kept apart (evaluation/harness/flags.py): a library+epilogue kernel
+"""Exploits and notes are kept apart (evaluator/flags.py): a library+epilogue kernel
 whose own kernels do a tiny share ranks with its share noted; a pure-copy wrapper never ranks
 above the plain PyTorch result; only exploits are listed as exploits; a run's tables give
 KernelBench's counting beside the strict one."""

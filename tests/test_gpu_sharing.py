@@ -4,8 +4,8 @@ and GPUs set to one evaluation at a time, name none."""
 
 import pytest
 
-from evaluation.harness.config import normalize_job
 from evaluation.models import Hardware
+from evaluator.config import normalize_job
 from gpu_runner.curation import baseline_job, validation_job
 from gpu_runner.management.commands.runner import worker_env
 from gpu_runner.services import build_job

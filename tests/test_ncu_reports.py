@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils.module_loading import import_string
 
-from evaluation.harness import ncu
 from evaluation.services import hardware_register
+from evaluator.runner import ncu
 from problems.models import Problem
 from submissions.models import NcuReport
 from tests.api_support import SchemaCheckedClient, token_for

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from evaluation.harness.sandbox import run_job
+from evaluator.runner.sandbox import run_job
 from gpu_runner.curation import (
     VALIDATION_TIMING,
     validate_problem,

@@ -5,9 +5,9 @@ bias+ReLU epilogue against PyTorch's GEMM, add and ReLU)."""
 import pytest
 from django.contrib.auth import get_user_model
 
-from evaluation.harness.exploits import kernel_profile
 from evaluation.profiles import profile_view
 from evaluation.services import hardware_register
+from evaluator.judge.exploits import kernel_profile
 from problems.models import Problem
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.leaderboard_factory import make_problem, make_result

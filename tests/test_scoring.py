@@ -9,8 +9,8 @@ import pytest
 from django.urls import reverse
 
 from evaluation import scoring
-from evaluation.harness import flags
 from evaluation.services import hardware_register
+from evaluator import flags
 from leaderboard import selectors
 from leaderboard.services import board_refresh_for, board_rows
 from submissions.models import Evaluation, Model, Run, Submission

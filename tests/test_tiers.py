@@ -2,8 +2,8 @@
 
 import subprocess
 
-from evaluation.harness import sandbox
-from evaluation.harness.sandbox import run_job
+from evaluator.runner import sandbox
+from evaluator.runner.sandbox import run_job
 from tests.conftest import _starts_processes
 
 

@@ -1,4 +1,4 @@
-"""A failed trial's diagnosis (evaluation/harness/diagnose.py) reaches its author: on the
+"""A failed trial's diagnosis (evaluator/judge/diagnose.py) reaches its author: on the
 submission page near the error, in the API (`evaluation.diagnosis`, documented in the schema),
 and in the next turn's prompt of a model run; others see none of it, like the error text."""
 
@@ -9,7 +9,7 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
-from evaluation.harness.diagnose import TF32_HINT, round_to_tf32, trial_diagnosis
+from evaluator.judge.diagnose import TF32_HINT, round_to_tf32, trial_diagnosis
 from submissions import runs
 from submissions.llm import MOCK_FILE_ENV
 from submissions.models import Evaluation, Generation, Submission

@@ -4,8 +4,9 @@ plus an own epilogue is judged correct with no flag and its share reported."""
 
 from __future__ import annotations
 
-from evaluation.harness import exploits, flags
-from evaluation.harness.sandbox import run_job
+from evaluator import flags
+from evaluator.judge import exploits
+from evaluator.runner.sandbox import run_job
 
 from . import problems as p
 from .conftest import make_job

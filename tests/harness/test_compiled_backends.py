@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.harness.sandbox import run_job
+from evaluator.runner.sandbox import run_job
 
 from . import problems as p
 from .conftest import make_job

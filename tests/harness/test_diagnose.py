@@ -1,4 +1,4 @@
-"""A failed trial's diagnosis (evaluation/harness/diagnose.py): the worst elements, NaN/inf
+"""A failed trial's diagnosis (evaluator/judge/diagnose.py): the worst elements, NaN/inf
 positions, shapes and dtypes explained, and the precision hints, checked on the CPU with real
 torch (TF32 emulated by rounding the matmul operands to 10 mantissa bits)."""
 
@@ -8,15 +8,15 @@ import json
 
 import torch
 
-from evaluation.harness import exploits
-from evaluation.harness.diagnose import (
+from evaluator.judge import exploits
+from evaluator.judge.diagnose import (
     TF32_HINT,
     diagnose,
     recomputer,
     round_to_tf32,
     trial_diagnosis,
 )
-from evaluation.harness.sandbox import run_job
+from evaluator.runner.sandbox import run_job
 
 from . import problems as p
 from .conftest import make_job

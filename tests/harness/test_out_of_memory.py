@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from evaluation.harness import gate
-from evaluation.harness.sandbox import run_job
+from evaluator.judge import gate
+from evaluator.runner.sandbox import run_job
 
 from . import problems as p
 from .conftest import make_job

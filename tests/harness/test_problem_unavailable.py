@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.harness.errors import unavailable_reason
-from evaluation.harness.sandbox import run_job
+from evaluator.errors import unavailable_reason
+from evaluator.runner.sandbox import run_job
 from tests.harness.conftest import QUICK_TIMING, make_job
 
 HUB_REFERENCE = (Path(__file__).resolve().parents[1] / "problems" / "needs_the_hub.py").read_text()

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from evaluation.harness import sandbox
-from evaluation.harness.sandbox import run_job
+from evaluator.runner import sandbox
+from evaluator.runner.sandbox import run_job
 
 from . import problems as p
 from .conftest import make_job
@@ -65,14 +65,14 @@ def _alive(pid: int) -> bool:
 def _judge_pids(root: int) -> list[int]:
     """The judge (not `unshare` in front of it) among root's descendants."""
     return [pid for pid in _descendants(root)
-            if "evaluation.harness" in _cmdline(pid) and not _cmdline(pid).startswith("unshare")
+            if "evaluator" in _cmdline(pid) and not _cmdline(pid).startswith("unshare")
             and "probe import main" not in _cmdline(pid)]
 
 
 LAUNCHER = """
 import json, sys
 sys.path.insert(0, {root!r})
-from evaluation.harness.sandbox import run_job
+from evaluator.runner.sandbox import run_job
 job = json.loads(sys.argv[1])
 run_job(job, on_event=lambda e: print(json.dumps(e), flush=True))
 """
@@ -152,9 +152,9 @@ def test_a_worker_whose_sandbox_fails_to_start_ends_at_once_not_at_the_time_limi
     second, instead of waiting for a reply until the evaluation's time limit."""
     import pytest
 
-    from evaluation.harness import jail
-    from evaluation.harness.config import DEFAULT_LIMITS
-    from evaluation.harness.judge import Verdict, WorkerHandle
+    from evaluator.config import DEFAULT_LIMITS
+    from evaluator.judge.judge import Verdict, WorkerHandle
+    from evaluator.runner import jail
 
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\nsleep 30 &\necho 'bwrap: cannot start' >&2\nexit 1\n")

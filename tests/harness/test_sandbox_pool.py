@@ -1,4 +1,4 @@
-"""Judges started ahead (evaluation/harness/pool.py): a spare serves exactly one evaluation, only
+"""Judges started ahead (evaluator/runner/pool.py): a spare serves exactly one evaluation, only
 one of its own kind, leaks nothing to the next, and dies with its runner."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.harness import pool
-from evaluation.harness.sandbox import run_job
+from evaluator.runner import pool
+from evaluator.runner.sandbox import run_job
 
 from . import problems as p
 from .conftest import make_job

@@ -8,8 +8,8 @@ import sys
 
 import torch
 
-from evaluation.harness.sandbox import run_job
-from evaluation.harness.timing import time_callable
+from evaluator.runner.sandbox import run_job
+from evaluator.timing import time_callable
 
 from .conftest import make_job
 
@@ -98,8 +98,8 @@ def _spread_failures(noise: float, outliers: float, evaluations: int = 500) -> t
     import random
     import statistics
 
-    from evaluation.harness.config import DEFAULT_TIMING
-    from evaluation.harness.timing import is_stable
+    from evaluator.config import DEFAULT_TIMING
+    from evaluator.timing import is_stable
 
     rng = random.Random(20240611)
     medians, counts = [], []
@@ -128,7 +128,7 @@ def test_the_default_stop_rule_keeps_5_repeated_medians_within_one_percent():
 
 
 def test_timing_defaults_hold_one_percent_on_a_gpu_and_stay_short_on_a_cpu():
-    from evaluation.harness.config import normalize_job
+    from evaluator.config import normalize_job
 
     base = {"reference_source": "", "candidate_source": ""}
     gpu = normalize_job({**base, "device": "cuda"})["timing"]

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from evaluation.harness import protocol
-from evaluation.harness.protocol import Channel, ProtocolError
-from evaluation.harness.sandbox import run_job
+from evaluator import protocol
+from evaluator.protocol import Channel, ProtocolError
+from evaluator.runner.sandbox import run_job
 
 from . import problems as p
 from .conftest import make_job

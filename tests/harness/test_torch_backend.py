@@ -7,8 +7,9 @@ import os
 import time
 from pathlib import Path
 
-from evaluation.harness import EVALUATOR_VERSION, VERDICTS, jail
-from evaluation.harness.sandbox import run_job
+from evaluator import EVALUATOR_VERSION, VERDICTS
+from evaluator.runner import jail
+from evaluator.runner.sandbox import run_job
 
 from . import problems as p
 from .conftest import make_job
@@ -91,7 +92,7 @@ def test_it_reports_runtime_error_with_a_traceback_trimmed_to_the_candidate():
     assert result["verdict"] == "runtime_error"
     assert "kernel exploded on purpose" in result["error"]
     assert "candidate.py" in result["traceback"]
-    assert "evaluation/harness" not in result["traceback"]
+    assert "evaluator" not in result["traceback"]
 
 
 def test_it_reports_timeout_when_the_kernel_loops_forever():

@@ -12,19 +12,19 @@ import time
 import pytest
 import torch
 
-from evaluation.harness.compare import compare_outputs
-from evaluation.harness.config import DEFAULT_TIMING, JobError, normalize_job
-from evaluation.harness.errors import clean_text, is_oom, signal_name, truncate
-from evaluation.harness.loading import (
+from evaluator.config import DEFAULT_TIMING, JobError, normalize_job
+from evaluator.errors import clean_text, is_oom, signal_name, truncate
+from evaluator.judge.compare import compare_outputs
+from evaluator.loading import (
     build_model,
     derive_seed,
     make_inputs,
     module_from_source,
 )
-from evaluation.harness.process import LogCapture, resolve_limits
-from evaluation.harness.protocol import Channel, ProtocolError
-from evaluation.harness.sandbox import json_safe, scrubbed_env
-from evaluation.harness.timing import median_rel_err, summarize, time_callable
+from evaluator.process import LogCapture, resolve_limits
+from evaluator.protocol import Channel, ProtocolError
+from evaluator.runner.sandbox import json_safe, scrubbed_env
+from evaluator.timing import median_rel_err, summarize, time_callable
 
 from . import problems as p
 

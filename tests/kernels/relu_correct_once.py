@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 # The one place a kernel's files outlive its evaluation: its own build folder, which the runner
-# keeps for the same owner and source (evaluation/harness/buildcache.py), and so hands to the
+# keeps for the same owner and source (evaluator/runner/buildcache.py), and so hands to the
 # re-verification of this very submission.
 MARK_PATH = os.path.join(os.path.dirname(os.environ["TORCH_EXTENSIONS_DIR"]), "kb-mark")
 # One per process that loads this file (pids repeat: each evaluation has its own pid namespace).

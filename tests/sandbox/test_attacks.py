@@ -50,7 +50,7 @@ import threading
 
 import pytest
 
-from evaluation.harness import buildcache
+from evaluator.runner import buildcache
 
 from .conftest import DEVICE, attack_report, compiled_victim_source, dump, host_code_folders
 

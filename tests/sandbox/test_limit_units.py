@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluation.harness import jail, sandbox
-from evaluation.harness.process import apply_limits, resolve_limits
-from evaluation.harness.protocol import JUDGE_MAX_HEADER, Channel, ProtocolError
+from evaluator.process import apply_limits, resolve_limits
+from evaluator.protocol import JUDGE_MAX_HEADER, Channel, ProtocolError
+from evaluator.runner import jail, sandbox
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_the_sandbox_tmpfs_is_mounted_before_the_read_only_binds():
     """A checkout under /tmp: its .venv, bound read-only, would be hidden by a tmpfs on /tmp
     mounted after it."""
     decision = {"bwrap": "bwrap", "seccomp": os.devnull, "uid": None, "slot": "/tmp/slot",
-                "harness": "/tmp/clone/evaluation/harness", "device": "cpu", "tmpfs_mb": 64,
+                "harness": "/tmp/clone/evaluator", "device": "cpu", "tmpfs_mb": 64,
                 "readonly": ["/usr", "/tmp/clone/.venv"]}
     cmd, fds = jail.worker_command(decision, ["python"])
     for fd in fds:
@@ -98,7 +98,7 @@ def test_the_worker_applies_the_file_size_and_oom_score_and_memfd_create_is_refu
     code = f"""
 import ctypes, json, os, sys
 sys.path.insert(0, {str(jail.Path(__file__).resolve().parents[2])!r})
-from evaluation.harness.process import apply_limits
+from evaluator.process import apply_limits
 applied = apply_limits(json.loads(sys.argv[1]))
 out = {{"applied": applied, "oom": open("/proc/self/oom_score_adj").read().strip()}}
 try:

@@ -24,8 +24,8 @@ from django.core.management.utils import get_random_secret_key
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from evaluation.harness.process import die_with_parent_preexec
 from evaluation.services import hardware_register
+from evaluator.process import die_with_parent_preexec
 from gpu_runner import leased
 from gpu_runner.detect import detect
 from problems.services import samples_load

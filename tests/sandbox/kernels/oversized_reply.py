@@ -16,7 +16,7 @@ from .common import CONFIG, REPORT, attempt
 
 
 def forge_frames():
-    protocol = sys.modules.get("evaluation.harness.protocol")
+    protocol = sys.modules.get("evaluator.protocol")
     if protocol is None:
         raise RuntimeError("no channel module in this process")
     original = protocol.Channel._frame

@@ -43,9 +43,9 @@ def site_folders():
 
 
 def harness_folder():
-    import evaluation.harness
+    import evaluator
 
-    return os.path.dirname(evaluation.harness.__file__)
+    return os.path.dirname(evaluator.__file__)
 
 
 class ModelNew(nn.Module):

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .buildcache import ENTRY_FILES, SLOT_MB, remove_tree
-from .process import LogCapture, die_with_parent_preexec
+from evaluator.process import LogCapture, die_with_parent_preexec
+from evaluator.runner.buildcache import ENTRY_FILES, SLOT_MB, remove_tree
 
 PRESTART_ENV = "KB_HARNESS_PRESTART"
 LOG_LIMIT = 16 * 1024  # the judge's own stdout/stderr (the candidate's logs travel elsewhere)
@@ -128,7 +128,7 @@ class Launch:
         self.job_w = self.ev_r = -1
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        from . import jail
+        from evaluator.runner import jail
 
         jail.release(self.jail)  # its cgroup, and the slot's tmpfs before the folder goes
         remove_tree(self.workdir)
@@ -139,7 +139,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
           entry: str | None = None) -> Launch:
     """Start the judge for `job` (normalized): a fresh working folder, a scrubbed environment,
     its own session, and death with the thread that starts it (PR_SET_PDEATHSIG)."""
-    from . import jail
+    from evaluator.runner import jail
 
     spec = spec_of(job)
     workdir = Path(tempfile.mkdtemp(prefix="kbeval-"))
@@ -164,11 +164,11 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
         env["KB_EVAL_TOKEN"] = token  # marks every process of this evaluation (sandbox)
         env[jail.JAIL_ENV] = json.dumps(decision)
         if (entry or ("pool" if prestart_mode() != "off" else "judge")) == "pool":
-            cmd = [*prefix, sys.executable, "-m", "evaluation.harness.pool",
+            cmd = [*prefix, sys.executable, "-m", "evaluator.runner.pool",
                    "--job-fd", str(job_r), "--event-fd", str(ev_w),
                    "--spec", json.dumps({**spec, "spare": spare})]
         else:
-            cmd = [*prefix, sys.executable, "-m", "evaluation.harness.judge",
+            cmd = [*prefix, sys.executable, "-m", "evaluator.judge.judge",
                    "--job-fd", str(job_r), "--event-fd", str(ev_w)]
         proc = subprocess.Popen(
             cmd,
@@ -319,7 +319,7 @@ def _preimport(device: str, *, spare: bool) -> None:
     CUDA context now too (the first one on an idle GPU can take seconds)."""
     import torch
 
-    from . import compare, environment, loading, protocol, timing  # noqa: F401
+    from evaluator.judge import compare  # noqa: F401
 
     for name in ("exploits", "probe", "speed_of_light", "static_report", "validate"):
         with contextlib.suppress(Exception):
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, as the judge does
     spec = json.loads(args.spec)
-    from . import judge
+    from evaluator.judge import judge
 
     judge_args = ["--job-fd", str(args.job_fd), "--event-fd", str(args.event_fd)]
     if not spec.get("spare"):

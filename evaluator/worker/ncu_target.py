@@ -3,7 +3,7 @@ worker does (the same load path, so the owner's cached build is found), call it 
 and warm up, then once between cudaProfilerStart and cudaProfilerStop. ncu is started with
 --profile-from-start off, so only that call's kernels are measured.
 
-    python -m evaluation.harness.ncu_target JOB.json
+    python -m evaluator.worker.ncu_target JOB.json
 """
 
 from __future__ import annotations
@@ -18,13 +18,19 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(Path(args[0]).read_text())
     device = job["device"]
 
-    from .process import apply_limits, resolve_limits
+    from evaluator.process import apply_limits, resolve_limits
 
     apply_limits(resolve_limits(job["limits"], device != "cpu"))
     import torch
 
-    from .loading import derive_seed, make_init_inputs, make_inputs, module_from_source, synchronize
-    from .worker import Worker
+    from evaluator.loading import (
+        derive_seed,
+        make_init_inputs,
+        make_inputs,
+        module_from_source,
+        synchronize,
+    )
+    from evaluator.worker.base import Worker
 
     seed = int(job["seed"])
     init_seed = derive_seed(seed, "init")

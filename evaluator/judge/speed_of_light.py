@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from .config import peak_rate
-from .loading import iter_tensors
+from evaluator.config import peak_rate
+from evaluator.loading import iter_tensors
 
 GRADIENT_MAX_BYTES = 2 << 30
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .timing import MAX_PREFIX_FLUSHES, flushes_for, is_stable, median_rel_err
+from evaluator.timing import MAX_PREFIX_FLUSHES, flushes_for, is_stable, median_rel_err
 
 # A call's (facts, output) for these inputs and that many flushes.
 Call = Callable[[list, int], tuple[dict, Any]]

@@ -464,7 +464,7 @@ class Channel:
         """How tensors travelled, in the judge's result (environment["transfer"])."""
         if self.role != "judge":
             return
-        from .environment import note
+        from evaluator.environment import note
 
         note(self.note_as, {"cuda_ipc": bool(self.ipc), **self.stats,
                           **({"ipc_error": self.ipc_error} if self.ipc_error else {})})

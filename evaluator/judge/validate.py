@@ -22,8 +22,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import EVALUATOR_VERSION
-from .errors import is_oom, short_message, unavailable_reason
+from evaluator import EVALUATOR_VERSION
+from evaluator.errors import is_oom, short_message, unavailable_reason
 
 REFERENCE_MODULE = "kb_reference"
 GIB = 1024**3
@@ -56,7 +56,7 @@ def run_batch(job: dict, emit, single) -> dict:
     device initialisation per problem in bulk runs. Each result goes out as an "item" event as
     soon as it exists, so a batch cut short by a crash or the time limit loses only the rest
     (which the caller then runs one by one, each in its own process)."""
-    from .config import DEFAULT_TOLERANCE
+    from evaluator.config import DEFAULT_TOLERANCE
 
     results = {}
     for item in job["batch"]:
@@ -99,7 +99,7 @@ def _call(model: Any, inputs: list, device: str) -> Any:
     not change what the next check sees)."""
     import torch
 
-    from .loading import clone_value, synchronize
+    from evaluator.loading import clone_value, synchronize
 
     with torch.no_grad():
         outputs = model(*clone_value(inputs))
@@ -260,7 +260,7 @@ class Validator:
         self.emit({"type": "phase", "phase": name})
 
     def agree(self, expected: Any, actual: Any) -> dict:
-        from .compare import compare_outputs
+        from evaluator.judge.compare import compare_outputs
 
         return compare_outputs(
             expected, actual, atol=self.atol, rtol=self.rtol, expected_device=self.device
@@ -305,8 +305,8 @@ class Validator:
     def _run(self) -> None:
         import torch
 
-        from . import environment
-        from .loading import (
+        from evaluator import environment
+        from evaluator.loading import (
             build_model,
             derive_seed,
             make_init_inputs,
@@ -534,8 +534,8 @@ class Validator:
             )
 
     def _time(self, model: Any, module: Any, timing_seeds: list[int]) -> None:
-        from .loading import make_inputs
-        from .timing import summarize, time_callable
+        from evaluator.loading import make_inputs
+        from evaluator.timing import summarize, time_callable
 
         try:
             sets = [make_inputs(module, s, self.device, self.precision) for s in timing_seeds]
@@ -573,9 +573,15 @@ def measure_baseline(job: dict, emit) -> dict:
     """Time the reference eager and under torch.compile (inductor, default mode)."""
     import torch
 
-    from . import environment
-    from .loading import build_model, derive_seed, make_init_inputs, make_inputs, module_from_source
-    from .timing import summarize, time_callable
+    from evaluator import environment
+    from evaluator.loading import (
+        build_model,
+        derive_seed,
+        make_init_inputs,
+        make_inputs,
+        module_from_source,
+    )
+    from evaluator.timing import summarize, time_callable
 
     device, precision = job["device"], job["precision"]
     modes = list(job.get("baseline_modes") or ("eager", "compile"))

@@ -24,7 +24,7 @@ class Job(TypedDict, total=False):
     timing: dict[str, Any]  # overrides of config.DEFAULT_TIMING
     limits: dict[str, Any]  # overrides of config.DEFAULT_LIMITS
     time_limit_s: float
-    build_dir: str  # the build cache's root (evaluation/harness/buildcache.py)
+    build_dir: str  # the build cache's root (evaluator/runner/buildcache.py)
     build_owner: str  # whose cache namespace this candidate builds in
     peak_bandwidth_gbs: float | None  # the hardware's speed of light, for the flags
     peak_tflops: dict[str, float]

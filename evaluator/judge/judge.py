@@ -32,10 +32,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import EVALUATOR_VERSION
-from .errors import is_oom, short_message, signal_name, unavailable_reason
-from .gate import DeviceGate
-from .process import LogCapture, apply_limits, resolve_limits
+from evaluator import EVALUATOR_VERSION
+from evaluator.errors import is_oom, short_message, signal_name, unavailable_reason
+from evaluator.judge.gate import DeviceGate
+from evaluator.process import LogCapture, apply_limits, resolve_limits
 
 REFERENCE_MODULE = "kb_reference"
 # Backends whose source builds an extension when it is loaded (torch.utils.cpp_extension).
@@ -43,7 +43,7 @@ COMPILED_BACKENDS = ("cuda", "cpp")
 # What a source that builds an extension names, whatever backend it was submitted as.
 EXTENSION_WORDS = ("cpp_extension", "load_inline")
 # The worker's main loop serving the probing worker (probe.py), imported under its own name.
-WORKER_ENTRY = "from evaluation.harness.probe import main; main()"
+WORKER_ENTRY = "from evaluator.worker.probe import main; main()"
 _TIMING_FACTS = ("n", "stopped", "rel_err", "input_sets", "flushes")
 # Times both sides are timed when the judge's clock does not confirm the worker's report (a
 # host busy for a moment, or a report it cannot vouch for).
@@ -81,8 +81,8 @@ class WorkerHandle:
     """
 
     def __init__(self, device: str, limits: dict, log_limit: int, workdir: Path):
-        from . import jail
-        from .protocol import Channel
+        from evaluator.protocol import Channel
+        from evaluator.runner import jail
 
         decision = jail.from_env()
         if decision is None:
@@ -142,7 +142,7 @@ class WorkerHandle:
 
     def request(self, header: dict | None, value: Any = None, *, deadline: float, phase: str):
         """Send a request and wait for the reply; crashes and timeouts become Verdicts."""
-        from .protocol import ProtocolError
+        from evaluator.protocol import ProtocolError
 
         try:
             if header is not None:
@@ -286,7 +286,7 @@ class Profiler:
 
     def warm_now(self, deadline: float) -> bool:
         """Whether its start and its profiler's warm-up have both replied, without waiting."""
-        from .protocol import ProtocolError
+        from evaluator.protocol import ProtocolError
 
         try:
             while self.pending and self.pending[0] in ("ready", "warm"):
@@ -335,7 +335,7 @@ class Profiler:
 
 
 def _summary(stats: dict | None) -> dict | None:
-    from .timing import summarize
+    from evaluator.timing import summarize
 
     return summarize(stats["samples_ms"]) if stats else None
 
@@ -431,7 +431,7 @@ class Judge:
         return names
 
     def reject_if_needed(self, flags: list[str], where: str) -> None:
-        from .exploits import REJECTING, describe_flags
+        from evaluator.judge.exploits import REJECTING, describe_flags
 
         rejecting = [f for f in flags if f in REJECTING]
         if rejecting:
@@ -493,7 +493,7 @@ class Judge:
 
     def _static_report(self) -> None:
         """Every submission gets one, whatever happens next (read with ast, never run)."""
-        from .static_report import analyze
+        from evaluator.runner.static_report import analyze
 
         job = self.job
         try:
@@ -527,15 +527,16 @@ class Judge:
 
         import torch
 
-        from . import environment, exploits
-        from .loading import (
+        from evaluator import environment
+        from evaluator.judge import exploits
+        from evaluator.loading import (
             build_model,
             derive_seed,
             make_init_inputs,
             module_from_source,
             source_hash,
         )
-        from .probe import describe
+        from evaluator.worker.probe import describe
 
         if device != "cpu" and not torch.cuda.is_available():
             raise Verdict("harness_error", f"device {device} requested but CUDA is not available")
@@ -703,8 +704,8 @@ class Judge:
         """Correctness trial k: the candidate's call, then the reference's, then the check."""
         import torch
 
-        from . import exploits
-        from .loading import make_inputs
+        from evaluator.judge import exploits
+        from evaluator.loading import make_inputs
 
         job, device, precision = self.job, self.device, self.job["precision"]
         n, seeds = job["n_trials"], self.result["seeds"]
@@ -798,9 +799,9 @@ class Judge:
         """While the worker compiles: the reference on the judge's own probe inputs (never sent
         anywhere) gives the output sizes (for the freed-memory pattern), the way that
         refreshes timing inputs, and the bytes and FLOPs of the problem."""
-        from . import exploits
-        from .loading import iter_tensors, make_inputs
-        from .speed_of_light import problem_cost
+        from evaluator.judge import exploits
+        from evaluator.judge.speed_of_light import problem_cost
+        from evaluator.loading import iter_tensors, make_inputs
 
         job = self.job
         try:
@@ -825,8 +826,8 @@ class Judge:
         an output (a correctness or timed call), the first timed outputs kept (probe.KEEP_BYTES)
         beside one, or a copy of an input (the calibration), with room to spare; a reply that
         declares more is refused before anything is allocated (protocol.Channel)."""
-        from .loading import iter_tensors
-        from .probe import KEEP_BYTES
+        from evaluator.loading import iter_tensors
+        from evaluator.worker.probe import KEEP_BYTES
 
         out = sum(self.checks.get("output_nbytes") or [])
         largest_input = max((t.numel() * t.element_size() for t in iter_tensors(inputs)),
@@ -840,7 +841,7 @@ class Judge:
     def _name_a_wrong_output(self, reference: Any, ref_model: Any, earlier_expected: list,
                              outputs: Any) -> list[str]:
         """A wrong output that is the right answer to other inputs names an exploit."""
-        from . import exploits
+        from evaluator.judge import exploits
 
         job = self.job
         for expected in reversed(earlier_expected):
@@ -877,7 +878,7 @@ class Judge:
         and where does the time go (the per-kernel table, candidate and reference)? Its reply
         comes from the profiling process where there is one and it loaded the kernel; else the
         timed worker makes the call now, on its first timing set."""
-        from . import exploits
+        from evaluator.judge import exploits
 
         if request is None:
             return
@@ -900,7 +901,7 @@ class Judge:
             self.checks["profiler"] = facts
         if reply is None:
             # The timed worker holds no inputs of its own: the judge draws the call's set.
-            from .loading import make_inputs
+            from evaluator.loading import make_inputs
 
             inputs = make_inputs(self.reference, self.result["seeds"]["profile"], self.device,
                                  self.job["precision"])
@@ -951,7 +952,7 @@ class Judge:
         loaded the same build as the profiling worker, if one made the call."""
         from pathlib import Path
 
-        from . import evidence
+        from evaluator.judge import evidence
 
         backend, on_gpu = self.job["backend"], self.device != "cpu"
         handle = self.worker
@@ -982,7 +983,7 @@ class Judge:
         return {"ok": True}
 
     def _final_state(self) -> None:
-        from . import exploits
+        from evaluator.judge import exploits
 
         reply, _ = self.worker.request({"cmd": "state"}, deadline=self.deadline, phase="checks")
         state = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
@@ -991,7 +992,7 @@ class Judge:
         self.flag_all(*exploits.state_flags(state))
 
     def _speed_of_light(self) -> None:
-        from .speed_of_light import assess
+        from evaluator.judge.speed_of_light import assess
 
         job = self.job
         cand = self.result.get("candidate") or {}
@@ -1022,7 +1023,7 @@ class Judge:
         if self.device != "cpu" or not isinstance(threads, int) or threads <= 0:
             yield
             return
-        from .environment import note
+        from evaluator.environment import note
 
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
@@ -1041,14 +1042,14 @@ class Judge:
         """What the path through the worker costs the judge's clock beyond the same call made
         here, measured before the candidate's code is loaded (judge_clock.round_trip), on a set
         of the problem's inputs drawn for it alone."""
-        from .judge_clock import Echo, LocalPath, calibration_call, round_trip
-        from .loading import make_inputs
-        from .timing import CallTimer
+        from evaluator.judge.clock import Echo, LocalPath, calibration_call, round_trip
+        from evaluator.loading import make_inputs
+        from evaluator.timing import CallTimer
 
         self.ref_timer = CallTimer(self.device,
                                    flush_l2=bool(self.job["timing"].get("flush_l2", True)))
         self.local_path = LocalPath(self.ref_timer)
-        from .probe import summarize_output
+        from evaluator.worker.probe import summarize_output
 
         sample_seed = derive_check_seed(seeds["checks"], 4)
 
@@ -1088,11 +1089,11 @@ class Judge:
         flags it raised."""
         import torch
 
-        from . import exploits
-        from .judge_clock import TimingLoop, vouch
-        from .loading import make_inputs
-        from .probe import draw_inputs, summarize_output
-        from .timing import flush_ms
+        from evaluator.judge import exploits
+        from evaluator.judge.clock import TimingLoop, vouch
+        from evaluator.loading import make_inputs
+        from evaluator.timing import flush_ms
+        from evaluator.worker.probe import draw_inputs, summarize_output
 
         job, device = self.job, self.device
         on_gpu = device != "cpu"
@@ -1177,7 +1178,7 @@ class Judge:
             "neighbours_stopped": self.gate.frozen[-1] if self.gate.frozen else None,
         }
         if not report["confirmed"]:
-            from .flags import TIMING_UNCONFIRMED
+            from evaluator.flags import TIMING_UNCONFIRMED
 
             self.flag(TIMING_UNCONFIRMED, {k: report.get(k) for k in (
                 "reason", "judge_median_ms", "reported_median_ms", "vouched_median_ms")})
@@ -1228,7 +1229,7 @@ class Judge:
         exploit: the kernel behaved differently when timed."""
         import torch
 
-        from .probe import draw_seed
+        from evaluator.worker.probe import draw_seed
 
         j, k = details["wrong_calls"][0]
         seeds = self.result["seeds"]
@@ -1282,7 +1283,7 @@ class Judge:
         return check
 
     def _compare(self, k: int, expected: Any, outputs: Any) -> dict:
-        from .compare import compare_outputs
+        from evaluator.judge.compare import compare_outputs
 
         res = compare_outputs(expected, outputs, atol=self.job["atol"], rtol=self.job["rtol"],
                               expected_device=self.device)
@@ -1292,7 +1293,7 @@ class Judge:
     def _diagnose(self, ref_model: Any, inputs: list, expected: Any, outputs: Any) -> dict:
         """What the author of a failed trial can act on (diagnose.py); the reference is
         recomputed in lower precision for it, so only here. Never changes the verdict."""
-        from . import diagnose
+        from evaluator.judge import diagnose
 
         t0 = time.perf_counter()
         try:
@@ -1316,7 +1317,7 @@ class Judge:
 
 
 def derive_check_seed(seed: int, index: int) -> int:
-    from .loading import derive_seed
+    from evaluator.loading import derive_seed
 
     return derive_seed(seed, "check", index)
 
@@ -1357,7 +1358,7 @@ def run_mode(job: dict, events: Events, workdir: Path) -> dict:
     if mode in ("evaluate", "compile"):
         return Judge(job, events, workdir).evaluate()
     # Other modes (validate, baseline) live in their own modules with a `run(job, events,
-    # workdir) -> dict` entry point, e.g. evaluation/harness/validate.py.
+    # workdir) -> dict` entry point, e.g. evaluator/judge/validate.py.
     module_name = {"validate": "validate", "baseline": "validate"}.get(mode, mode)
     try:
         module = importlib.import_module(f".{module_name}", __package__)

@@ -29,11 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import EVALUATOR_VERSION, buildcache, gate, jail, pool
-from .config import JobError, normalize_job
-from .errors import signal_name, truncate
-from .process import oom_kill_count, parent_death_signal_available
-from .types import Job, Result
+from evaluator import EVALUATOR_VERSION
+from evaluator.config import JobError, normalize_job
+from evaluator.errors import signal_name, truncate
+from evaluator.judge import gate
+from evaluator.process import oom_kill_count, parent_death_signal_available
+from evaluator.runner import buildcache, jail, pool
+from evaluator.types import Job, Result
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -199,7 +201,7 @@ _UNSHARE_SIGKILL = "sigprocmask unblock failed"
 
 def _limits_report(job: dict, decision: dict[str, Any], seen: dict[str, Any]) -> dict:
     """What bound this evaluation's resources (docs/security.md, "Limits"), for its result."""
-    from .process import resolve_file_size_bytes
+    from evaluator.process import resolve_file_size_bytes
 
     if decision.get("mode") != "bwrap":
         return {"sandbox": False}

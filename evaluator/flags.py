@@ -6,7 +6,7 @@ reject), the scoring rule (evaluation/scoring.py: notes do not keep a result off
 the boards and their exports (only exploits are listed as exploits), the API (`flags` and
 `notes` apart) and the pages.
 
-- An exploit (evaluation/harness/exploits.py FLAGS, and any name not listed here) is a way to
+- An exploit (evaluator/judge/exploits.py FLAGS, and any name not listed here) is a way to
   fool the evaluator: it rejects the result or keeps it off the boards, and is shown as such.
 - A note is a fact about an honest result. It is shown beside the result and never listed as an
   exploit. Two kinds of note change the standing:

@@ -6,7 +6,7 @@ facts (exceptions included), and the judge decides. A timed call is one request:
 arrive with it, the reply carries the whole output and the call's own timing, which the judge
 holds against its clock (judge_clock.py).
 
-Nothing starts this module as a program (`-m evaluation.harness.worker`). The judge's
+Nothing starts this module as a program (`-m evaluator.worker.base`). The judge's
 WorkerHandle runs `python -c judge.WORKER_ENTRY`, that is probe.main: this module's `main` with
 probe.ProbeWorker in place of Worker, inside bubblewrap where the runner's jail decision says so
 (jail.worker_command; unsandboxed only with KB_SANDBOX=off, acknowledged). The profiling worker
@@ -100,7 +100,7 @@ class Worker:
         return {"ok": False, "verdict": "harness_error", "error": f"unknown command {cmd!r}"}, None
 
     def _failure(self, exc: BaseException, default_verdict: str, phase: str) -> dict:
-        from .errors import is_oom, short_message, trimmed_traceback
+        from evaluator.errors import is_oom, short_message, trimmed_traceback
 
         verdict = "out_of_memory" if is_oom(exc) else default_verdict
         if isinstance(exc, SystemExit):
@@ -118,7 +118,7 @@ class Worker:
     def load(self, header: dict, init_inputs: Any) -> tuple[dict, Any]:
         import torch
 
-        from .loading import build_model, module_from_source
+        from evaluator.loading import build_model, module_from_source
 
         source: str = header["source"]
         backend: str = header["backend"]
@@ -187,7 +187,7 @@ class Worker:
     def run(self, inputs: Any) -> tuple[dict, Any]:
         import torch
 
-        from .loading import clone_value, iter_tensors, synchronize
+        from evaluator.loading import clone_value, iter_tensors, synchronize
 
         flags: list[str] = []
         pristine = clone_value(inputs)
@@ -220,8 +220,8 @@ class Worker:
         the judge calibrates the path with a harmless call of its own (judge_clock)."""
         import torch
 
-        from .judge_clock import calibration_call
-        from .timing import CallTimer
+        from evaluator.judge.clock import calibration_call
+        from evaluator.timing import CallTimer
 
         if self.timer is None:
             self.timer = CallTimer(self.device, flush_l2=bool(header.get("flush_l2", True)))
@@ -245,7 +245,7 @@ class Worker:
 
 
 def _read_log(path: Path, limit: int = 64 * 1024) -> str:
-    from .errors import clean_text, truncate
+    from evaluator.errors import clean_text, truncate
 
     try:
         return truncate(clean_text(path.read_text(errors="replace")), limit)
@@ -255,12 +255,12 @@ def _read_log(path: Path, limit: int = 64 * 1024) -> str:
 
 def preimport(device: str) -> None:
     """Import what every evaluation needs before saying ready, so that a worker started ahead
-    of its job (evaluation/harness/pool.py sets KB_WORKER_PREIMPORT=1) has paid for it; when
+    of its job (evaluator/runner/pool.py sets KB_WORKER_PREIMPORT=1) has paid for it; when
     started ahead, the extension and Triton machinery too, and the CUDA context. Nothing here
     runs candidate code."""
     import torch
 
-    from . import loading, timing  # noqa: F401
+    from evaluator import loading, timing  # noqa: F401
 
     if os.environ.get("KB_WORKER_PREIMPORT") != "1":
         return
@@ -297,13 +297,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import json
 
-    from .process import apply_limits
+    from evaluator.process import apply_limits
 
     applied = apply_limits(json.loads(args.limits))
     rfd, wfd, send_mem, recv_mem = (int(x) for x in args.fds.split(","))
     preimport(args.device)
 
-    from .protocol import Channel, PeerClosed, ProtocolError
+    from evaluator.protocol import Channel, PeerClosed, ProtocolError
 
     channel = Channel(rfd, wfd, send_mem, recv_mem, device=args.device, role="worker")
     worker = Worker(channel, args.device)

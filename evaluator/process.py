@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import TRUNCATION_MARKER, clean_text
+from evaluator.errors import TRUNCATION_MARKER, clean_text
 
 
 def total_memory_bytes() -> int:

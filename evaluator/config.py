@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .types import Job
+from evaluator.types import Job
 
 BACKENDS = ("torch", "cuda", "triton", "cpp")
 PRECISIONS = ("fp32", "fp16", "bf16")

@@ -227,7 +227,7 @@ def time_callable(
             torch.set_num_threads(threads_before)
     stats["threads"] = threads or threads_before
     if not on_gpu:
-        from .environment import note
+        from evaluator.environment import note
 
         note("timing_threads", stats["threads"])
     return stats

@@ -1,7 +1,7 @@
 """Probes for the exploit checks: what the judge and the probing worker (the candidate's process)
 share to describe outputs and draws, and the probing worker itself.
 
-The judge starts the worker through `main` here: the same worker as `evaluation.harness.worker`
+The judge starts the worker through `main` here: the same worker as `evaluator.worker.base`
 (its main loop, its commands), plus what the judge asks of it to catch exploits. Everything
 measured in the candidate's process is evidence that the candidate could forge; the judge never
 takes a value from here as a verdict. What decides is checked where the candidate cannot reach:
@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from .loading import derive_seed, iter_tensors, make_inputs, synchronize
-from .worker import Worker
+from evaluator.loading import derive_seed, iter_tensors, make_inputs, synchronize
+from evaluator.worker.base import Worker
 
 SAMPLES_PER_OUTPUT = 256
 KEEP_CALLS = 4  # outputs of the first calls are kept and sampled again at the end
@@ -177,7 +177,8 @@ class Snapshot:
 
         import torch.nn.functional as functional
 
-        from . import errors, loading, process, protocol, timing, worker
+        from evaluator import errors, loading, process, protocol, timing
+        from evaluator.worker import base as worker
 
         spaces: dict[str, Any] = {
             "torch": torch, "torch.Tensor": torch.Tensor,
@@ -186,12 +187,12 @@ class Snapshot:
             "torch.cuda.Event": torch.cuda.Event,
             "time": time, "statistics": statistics, "math": math, "gc": gc,
             "builtins": builtins,
-            "evaluation.harness.worker": worker, "evaluation.harness.protocol": protocol,
-            "evaluation.harness.timing": timing, "evaluation.harness.loading": loading,
-            "evaluation.harness.errors": errors, "evaluation.harness.process": process,
-            "evaluation.harness.probe": sys.modules[__name__],
+            "evaluator.worker.base": worker, "evaluator.protocol": protocol,
+            "evaluator.timing": timing, "evaluator.loading": loading,
+            "evaluator.errors": errors, "evaluator.process": process,
+            "evaluator.worker.probe": sys.modules[__name__],
             "Worker": worker.Worker, "Channel": protocol.Channel, "ProbeWorker": ProbeWorker,
-            "Snapshot": Snapshot, "evaluation.harness.timing.CallTimer": timing.CallTimer,
+            "Snapshot": Snapshot, "evaluator.timing.CallTimer": timing.CallTimer,
         }
         self.saved: dict[str, tuple[Any, dict[str, Any]]] = {}
         for label, obj in spaces.items():
@@ -446,7 +447,7 @@ class ProbeWorker(Worker):
         """The problem's reference, loaded here once (its get_inputs() makes the timing draws,
         its Model is profiled beside the candidate). Evidence only, like all else here: what
         the judge compares against is computed in the judge."""
-        from .loading import module_from_source
+        from evaluator.loading import module_from_source
 
         if self.reference is None:
             self.reference = module_from_source(source, REFERENCE_COPY_MODULE)
@@ -454,7 +455,7 @@ class ProbeWorker(Worker):
 
     # --- commands ------------------------------------------------------------------------------
     def probe_load(self, header: dict, init_inputs: Any) -> tuple[dict, Any]:
-        from . import loading
+        from evaluator import loading
 
         original = loading.build_model
         seen: dict[str, Any] = {}
@@ -468,7 +469,7 @@ class ProbeWorker(Worker):
             reply, value = super().load(header, init_inputs)
         finally:
             if loading.build_model is not recording_build_model:
-                self.extra_patches.append("evaluation.harness.loading.build_model")
+                self.extra_patches.append("evaluator.loading.build_model")
             loading.build_model = original
         reply["probe"] = {"init_inputs": seen.get("init_inputs"), **self.state()}
         return reply, value
@@ -616,7 +617,7 @@ class ProbeWorker(Worker):
     def _profile_reference(self, header: dict, inputs: Any) -> dict:
         from torch.profiler import ProfilerActivity, profile
 
-        from .loading import build_model, make_init_inputs
+        from evaluator.loading import build_model, make_init_inputs
 
         try:
             module = self.reference_copy(str(header["reference_source"]))
@@ -683,7 +684,7 @@ def describe(value: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """The worker's own main loop, serving ProbeWorker instead of Worker."""
-    from . import worker
+    from evaluator.worker import base as worker
 
     worker.Worker = ProbeWorker  # main() builds `Worker(channel, device)` by this name
     return worker.main(argv)

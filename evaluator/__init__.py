@@ -1,7 +1,7 @@
 """The evaluator: correctness and timing of a candidate kernel against a reference problem.
 
 Plain Python plus torch (and triton); it imports no Django. The runner calls
-`evaluation.harness.sandbox.run_job`, which starts a sandboxed process tree:
+`evaluator.runner.sandbox.run_job`, which starts a sandboxed process tree:
 
     runner (run_job)  ->  judge (trusted: reference, inputs, expected outputs, verdict)
                               ->  worker (runs the candidate's ModelNew, nothing else)
@@ -11,17 +11,17 @@ This module stays light (no torch import) so the runner can import the package c
 
 from __future__ import annotations
 
-from .verdicts import HARNESS_VERDICTS
+from evaluator.verdicts import HARNESS_VERDICTS
 
 # Bumped whenever a change can alter a verdict or a timing; stored with every evaluation.
 EVALUATOR_VERSION = "kbsite-harness 0.5.0"
 
-# What the harness may return (evaluation/harness/verdicts.py lists every verdict).
+# What the harness may return (evaluator/verdicts.py lists every verdict).
 VERDICTS = HARNESS_VERDICTS
 
 
 def run_job(job: dict, *, on_event=None) -> dict:
-    """Shortcut to `evaluation.harness.sandbox.run_job` (imported lazily)."""
-    from .sandbox import run_job as _run_job
+    """Shortcut to `evaluator.runner.sandbox.run_job` (imported lazily)."""
+    from evaluator.runner.sandbox import run_job as _run_job
 
     return _run_job(job, on_event=on_event)

@@ -45,6 +45,8 @@ BWRAP_ENV = "KB_BWRAP"  # an explicit bwrap binary (else the bundled one, else t
 
 # Where things are inside the sandbox.
 LIB = "/kb/lib"  # the harness's own package, read-only
+# This package on the host: bound read-only at LIB/evaluator in every sandbox.
+PACKAGE = str(Path(__file__).resolve().parents[1])
 BUILD = "/kb/build"  # the evaluation's build slot, read-write
 HOME = "/tmp/home"
 SANDBOX_ID = 65534  # the candidate's uid and gid as it sees them ("nobody")
@@ -290,7 +292,7 @@ class Jail:
             host = {"mode": "bwrap", "bwrap": bwrap_path(), "seccomp": str(programs["cpu"]),
                     "seccomp_gpu": str(programs["gpu"]), "allow_memfd": allowed["cpu"],
                     "allow_memfd_gpu": allowed["gpu"],
-                    "readonly": _readonly_paths(), "harness": str(Path(__file__).parent)}
+                    "readonly": _readonly_paths(), "harness": PACKAGE}
             # One real start, as the judge will make them: the uid switch, every namespace,
             # the filter. A host that refuses any of it runs no candidate code.
             slot = folder / "probe-slot"
@@ -635,7 +637,7 @@ def limit_job(decision: dict[str, Any], limits: dict[str, Any], *, name: str,
     `release` undoes it once every process of the evaluation is dead."""
     if decision.get("mode") != "bwrap":
         return decision
-    from .process import resolve_memory_bytes
+    from evaluator.process import resolve_memory_bytes
 
     global _swept
     if not _swept:
@@ -715,7 +717,7 @@ def worker_command(jail: dict[str, Any], argv: list[str]) -> tuple[list[str], li
         "--perms", "1777", "--dir", HOME,
         "--perms", "1777", "--dir", WORK,
     ]
-    binds = [*jail["readonly"], f"{LIB}/evaluation/harness", BUILD]
+    binds = [*jail["readonly"], f"{LIB}/evaluator", BUILD]
     # The folders above a bound path are made first, traversable: bwrap would make them 0700
     # and owned by root, which the candidate's uid could not walk. (/tmp is there already.)
     for folder in _folders_above(binds):
@@ -730,7 +732,7 @@ def worker_command(jail: dict[str, Any], argv: list[str]) -> tuple[list[str], li
         "--proc", "/proc",
         "--dev", "/dev",
         "--perms", "1777", "--size", str(tmpfs // 4), "--tmpfs", "/dev/shm",
-        "--ro-bind", jail["harness"], f"{LIB}/evaluation/harness",
+        "--ro-bind", jail["harness"], f"{LIB}/evaluator",
         "--bind", jail["slot"], BUILD,
     ]
     # Its own passwd and group files, naming only the candidate (libraries look the user up,

@@ -52,7 +52,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .compare import _flatten
+from evaluator.judge.compare import _flatten
 
 WORST = 5  # elements listed
 POSITIONS = 5  # NaN/inf positions listed
@@ -540,7 +540,7 @@ def recomputer(model: Any, inputs: list, *,
     """`reference_recompute` for diagnose(): the reference `model` run again on `inputs` in
     each variant; None when the problem is too large for the precision check. With a
     `deadline` (time.monotonic()), a variant that would likely end past it is skipped."""
-    from . import exploits
+    from evaluator.judge import exploits
 
     size = exploits.nbytes(inputs)
     params = sum(p.numel() * p.element_size() for p in getattr(model, "parameters", list)())

@@ -4,7 +4,7 @@ Never part of a timed evaluation: the runner runs it as a job of its own, after 
 was evaluated. Both of ncu's passes run in the candidate's sandbox (jail.py), with the owner's
 cached build copied into a fresh slot (read back never, so the cache is not touched):
 
-    1. ncu --profile-from-start off ... python -m evaluation.harness.ncu_target
+    1. ncu --profile-from-start off ... python -m evaluator.worker.ncu_target
        (the target builds ModelNew, calls it once to compile and warm up, then once between
        cudaProfilerStart and cudaProfilerStop: only that call's kernels are measured)
     2. ncu --import report.ncu-rep --csv --page raw, and --page details: the figures and the text
@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import buildcache, jail
-from .config import normalize_job
-from .sandbox import _kill_tagged, scrubbed_env
+from evaluator.config import normalize_job
+from evaluator.runner import buildcache, jail
+from evaluator.runner.sandbox import _kill_tagged, scrubbed_env
 
 NCU_ENV = "KB_NCU"  # an explicit ncu binary (else the one on PATH)
 MAX_KERNELS = 40  # kernels profiled in the one measured call
@@ -139,7 +139,7 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
                 "--target-processes", "all", "--launch-count", str(MAX_KERNELS),
                 *[arg for name in SECTIONS for arg in ("--section", name)]]
         tail = ["--export", report, "--force-overwrite", sys.executable, "-m",
-                "evaluation.harness.ncu_target", f"{jail.BUILD}/ncu_job.json"]
+                "evaluator.worker.ncu_target", f"{jail.BUILD}/ncu_job.json"]
         deadline = started + timeout_s
         first = _sandboxed(decision, env, [*base, "--metrics", ",".join(ROOFLINE_METRICS),
                                            *tail], deadline)
