@@ -44,6 +44,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "statistics": ("low", "timers"),
     "atexit": ("medium", "process lifecycle"),
     "weakref": ("low", "memory introspection"),
+    "evaluator": ("high", "the harness"),
     "evaluation": ("high", "the harness"),
     "kb_reference": ("high", "reading the reference"),
     "kb_candidate": ("high", "the harness"),
@@ -142,7 +143,8 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
 # Text inside string constants (C++/CUDA sources, paths, module names).
 TEXT_PATTERNS: list[tuple[str, str, str, str]] = [
     # (regex, label, severity, category)
-    (r"kb_reference|evaluation\.harness|kb_judge", "names the harness", "high", "the harness"),
+    (r"kb_reference|\bevaluator\.[a-z_]|evaluation\.harness|kb_judge", "names the harness",
+     "high", "the harness"),
     (r"/proc/", "reads /proc", "high", "the harness"),
     (r"\bcudaStreamCreate\w*|\bcudaStream_t\s+\w+\s*;|getStreamFromPool",
      "creates a CUDA stream", "high", "extra streams"),
@@ -167,8 +169,8 @@ _GLOBAL_KERNEL = re.compile(
 )
 _TRITON_DECORATORS = ("triton.jit", "jit", "triton.autotune", "autotune", "triton.heuristics",
                       "heuristics")
-_PATCHABLE_ROOTS = ("torch", "time", "evaluation", "sys", "builtins", "gc", "os", "statistics",
-                    "triton", "numpy", "math", "random")
+_PATCHABLE_ROOTS = ("torch", "time", "evaluator", "evaluation", "sys", "builtins", "gc", "os",
+                    "statistics", "triton", "numpy", "math", "random")
 
 
 def _dotted(node: ast.AST) -> str | None:
