@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 
 def startup(device: str, starts: int) -> dict[str, list[float]]:
+    from evaluator import launcher
     from evaluator.runner import jail
 
     code = "import torch"
@@ -43,20 +44,18 @@ def startup(device: str, starts: int) -> dict[str, list[float]]:
     for _ in range(starts):
         for kind in ("plain", "sandboxed"):
             argv = [sys.executable, "-c", code]
-            fds: list[int] = []
             env = dict(base_env)
             slot = Path(tempfile.mkdtemp(prefix="kbcost-"))
             if kind == "sandboxed":
                 decision = jail.for_job(device, slot, 1024)
-                argv, fds = jail.worker_command(decision, argv)
-                env = jail.worker_env(env)
+            else:
+                decision = {"mode": "off"}
             started = time.perf_counter()
-            proc = subprocess.run(argv, env=env, pass_fds=fds, capture_output=True)
+            ran = launcher.run_sandboxed(decision, argv, env=env, timeout=600,
+                                         out_limit=2000, err_limit=2000)
             times[kind].append(time.perf_counter() - started)
-            for fd in fds:
-                os.close(fd)
-            if proc.returncode != 0:
-                raise SystemExit(f"{kind} start failed: {proc.stderr.decode()[-2000:]}")
+            if ran["rc"] != 0:
+                raise SystemExit(f"{kind} start failed: {ran['err']}")
     return times
 
 

@@ -1,5 +1,6 @@
 """The import contracts in pyproject.toml ([tool.importlinter]): the apps depend downward only,
-the evaluation harness imports no Django and no app, the `kb` client no server code.
+the evaluator imports no Django and no app, the `kb` client no server code; and only the
+evaluator's launcher starts processes or builds the sandbox's command line.
 
 `make lint` runs the same check; running it here puts it in `make test`, which CI runs. The
 graph is built without a cache (well under a second), so the test writes nothing to the checkout.
@@ -23,3 +24,60 @@ def test_the_app_layers_hold_the_import_contract():
     assert result.returncode == 0, (
         f"lint-imports exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
     )
+
+
+EVALUATOR = REPO / "evaluator"
+LAUNCHER = EVALUATOR / "launcher.py"
+# Calls that start a process: subprocess's, and os's own.
+PROCESS_STARTERS = {
+    "subprocess": {"Popen", "run", "call", "check_call", "check_output", "getoutput",
+                   "getstatusoutput"},
+    "os": {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "execv",
+           "execve", "execvp", "execvpe", "execl", "execle", "execlp", "execlpe", "spawnv",
+           "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle"},
+}
+# Options only bubblewrap's command line carries.
+BWRAP_OPTIONS = ("--ro-bind", "--unshare-pid", "--unshare-user", "--seccomp", "--die-with-parent")
+
+
+def _process_starts(path: Path) -> list[str]:
+    import ast
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.attr in PROCESS_STARTERS.get(func.value.id, ())):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno} {func.value.id}.{func.attr}")
+        if isinstance(node, ast.ImportFrom) and node.module in PROCESS_STARTERS:
+            for alias in node.names:
+                if alias.name in PROCESS_STARTERS[node.module]:
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno} from {node.module} "
+                                 f"import {alias.name}")
+    return found
+
+
+def test_only_the_launcher_starts_a_process_in_the_evaluator():
+    """Candidate code starts only through evaluator/launcher.py (and so only in the sandbox):
+    no other module of the evaluator starts any process at all, so none can start one outside
+    it by mistake."""
+    found = [hit for path in sorted(EVALUATOR.rglob("*.py")) if path != LAUNCHER
+             for hit in _process_starts(path)]
+    assert found == [], "processes started outside evaluator/launcher.py:\n" + "\n".join(found)
+    assert _process_starts(LAUNCHER), "the launcher starts nothing: the scan is broken"
+
+
+def test_only_the_launcher_builds_the_sandboxs_command_line():
+    """bwrap's options are written in the launcher alone, in the whole project (tests aside)."""
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout.split()
+    found = []
+    for name in tracked:
+        path = REPO / name
+        if name.startswith("tests/") or path == LAUNCHER or not path.is_file():
+            continue
+        text = path.read_text()
+        found += [f"{name}: {option}" for option in BWRAP_OPTIONS if f'"{option}"' in text]
+    assert found == [], "bwrap options outside evaluator/launcher.py:\n" + "\n".join(found)
+    assert all(f'"{option}"' in LAUNCHER.read_text() for option in BWRAP_OPTIONS)

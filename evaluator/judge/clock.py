@@ -199,8 +199,11 @@ class Echo:
         import subprocess
         import sys
 
-        self.proc = subprocess.Popen([sys.executable, "-S", "-c", _ECHO],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        from evaluator import launcher
+
+        self.proc = launcher.start_trusted([sys.executable, "-S", "-c", _ECHO],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           bufsize=0)
         self.ping()  # started and answering
 
     def ping(self) -> float:

@@ -81,6 +81,7 @@ class WorkerHandle:
     """
 
     def __init__(self, device: str, limits: dict, log_limit: int, workdir: Path):
+        from evaluator import launcher
         from evaluator.protocol import Channel
         from evaluator.runner import jail
 
@@ -88,10 +89,10 @@ class WorkerHandle:
         if decision is None:
             raise Verdict("harness_error", "no sandbox was configured for the candidate's "
                           "worker; refusing to run its code")
-        self.jailed = decision.get("mode") == "bwrap"
+        self.jailed = launcher.sandboxed(decision)
         self.cgroup: str | None = decision.get("cgroup") or None  # the evaluation's (jail.py)
         # Where the worker finds its build folder: the slot, as mounted inside the sandbox.
-        self.build_dir: str | None = jail.BUILD if self.jailed else None
+        self.build_dir: str | None = launcher.BUILD if self.jailed else None
         # And where the judge finds it on the host (evidence.py reads what was built there).
         self.host_build_dir: str | None = (str(decision.get("slot") or "") or None
                                            ) if self.jailed else None
@@ -104,28 +105,9 @@ class WorkerHandle:
         argv = [sys.executable, "-c", WORKER_ENTRY,
                 "--fds", ",".join(str(f) for f in child_fds), "--device", device,
                 "--limits", json.dumps(resolve_limits(limits, device != "cpu"))]
-        env = {k: v for k, v in os.environ.items() if k != jail.JAIL_ENV}
-        jail_fds: list[int] = []
-        if self.jailed:
-            argv, jail_fds = jail.worker_command(decision, argv)
-            env = jail.worker_env(env)
-            cwd = "/"
-        else:
-            cwd = str(workdir)
         self.started = time.perf_counter()
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(*child_fds, *jail_fds),
-            )
-        finally:
-            for fd in jail_fds:
-                os.close(fd)
+        self.proc = launcher.start_sandboxed(decision, argv, env=dict(os.environ),
+                                             cwd=str(workdir), pass_fds=child_fds)
         os.close(to_worker_r)
         os.close(from_worker_w)
         self.stdout = LogCapture(self.proc.stdout, log_limit)

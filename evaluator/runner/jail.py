@@ -6,14 +6,11 @@ Layout (docs/security.md gives the threat model):
 
 The runner decides the sandbox (`prepare`): which bwrap binary, which host uid the candidate
 gets (a fresh unused one when the runner is root), the seccomp program, and the read-only paths
-the interpreter needs. The judge turns that into the worker's command line (`worker_command`)
-and starts it; nothing of the judge is visible from inside: its own user, pid, mount, network,
-IPC, UTS and cgroup namespaces; no capabilities, `no_new_privs`, a seccomp filter; the
-interpreter, site-packages, the CUDA libraries and the harness's own code read-only; a private
-size-limited tmpfs as home, work and /tmp; a fresh /proc of its own pid namespace; /dev with
-null, zero, full, random, urandom, tty and the GPU's nodes only; and one writable host folder,
-the evaluation's build slot (`/kb/build`), which the runner fills from and returns to the
-owner's build cache entry (buildcache.py).
+the interpreter needs; and it binds each evaluation's resources (`limit_job`: the slot's tmpfs,
+the cgroup). The launcher (evaluator/launcher.py) turns that decision into bwrap's command line
+and starts the candidate's processes; it says what the sandbox holds. The build slot is the
+one writable host folder, which the runner fills from and returns to the owner's build cache
+entry (buildcache.py).
 
 The seccomp program is made with libseccomp (pyseccomp) in the runner and handed to bwrap as a
 BPF file: bwrap loads it last, right before it executes the worker.
@@ -29,28 +26,20 @@ import errno
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-JAIL_ENV = "KB_JAIL"  # the judge's copy of the runner's decision (JSON)
+from evaluator.launcher import JAIL_ENV, PACKAGE, run_sandboxed
+
 # "bwrap" (the default) or "off": candidate code runs without a sandbox. Only for measuring the
 # sandbox's own cost (bench/) on a machine that runs nothing else; a runner refuses it unless
 # KB_SANDBOX_OFF_I_UNDERSTAND=1 is set as well.
 MODE_ENV = "KB_SANDBOX"
 BWRAP_ENV = "KB_BWRAP"  # an explicit bwrap binary (else the bundled one, else the system's)
 
-# Where things are inside the sandbox.
-LIB = "/kb/lib"  # the harness's own package, read-only
-# This package on the host: bound read-only at LIB/evaluator in every sandbox.
-PACKAGE = str(Path(__file__).resolve().parents[1])
-BUILD = "/kb/build"  # the evaluation's build slot, read-write
-HOME = "/tmp/home"
-SANDBOX_ID = 65534  # the candidate's uid and gid as it sees them ("nobody")
-WORK = "/tmp/work"
 
 # The candidate's uids when the runner is root: a range no real account uses (ids above 2^31
 # are valid on Linux; distributions hand out sub-ids far below). One is drawn per evaluation, so
@@ -234,10 +223,6 @@ def _system_folder(path: str, checkout: str) -> bool:
     return path != "/"
 
 
-def _gpu_nodes() -> list[str]:
-    return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
-
-
 def candidate_uid() -> int | None:
     """A fresh unused host uid when the runner is root; None (bwrap maps the runner's own uid,
     which must then be a dedicated unprivileged account) otherwise."""
@@ -300,19 +285,15 @@ class Jail:
             uid = candidate_uid()
             if uid is not None:
                 os.chown(slot, uid, uid)
-            cmd, fds = worker_command({**host, "uid": uid, "slot": str(slot), "device": "cpu",
-                                       "tmpfs_mb": 16}, ["/bin/sh", "-c", "echo ok"])
-            try:
-                proc = subprocess.run(cmd, capture_output=True, timeout=30, pass_fds=fds)
-            finally:
-                for fd in fds:
-                    os.close(fd)
-                shutil.rmtree(slot, ignore_errors=True)
-            if proc.returncode != 0 or proc.stdout.strip() != b"ok":
+            probe = run_sandboxed({**host, "uid": uid, "slot": str(slot), "device": "cpu",
+                                   "tmpfs_mb": 16}, ["/bin/sh", "-c", "echo ok"],
+                                  env=dict(os.environ), timeout=30, out_limit=100,
+                                  err_limit=500)
+            shutil.rmtree(slot, ignore_errors=True)
+            if probe["rc"] != 0 or probe["out"].strip() != "ok":
                 raise SandboxUnavailable(
                     "bubblewrap could not start the sandbox on this host: "
-                    + (proc.stderr.decode(errors="replace").strip()[-500:]
-                       or f"exit status {proc.returncode}"))
+                    + (probe["err"].strip() or f"exit status {probe['rc']}"))
             return host
         except SandboxUnavailable as exc:
             return {"error": str(exc)}
@@ -667,117 +648,6 @@ def release(decision: dict[str, Any]) -> None:
     remove_cgroup(decision.get("cgroup"))
     if decision.get("slot_tmpfs"):
         unmount_slot(decision["slot"])
-
-
-def _folders_above(paths: list[str]) -> list[str]:
-    """Every ancestor of these paths that is neither "/" nor inside another of them."""
-    bound = set(paths)
-    out: set[str] = set()
-    for path in paths:
-        parent = os.path.dirname(path)
-        while parent not in ("/", ""):
-            if not any(parent == b or parent.startswith(b + "/") for b in bound):
-                out.add(parent)
-            parent = os.path.dirname(parent)
-    return sorted(out, key=lambda p: (p.count("/"), p))
-
-
-def worker_command(jail: dict[str, Any], argv: list[str]) -> tuple[list[str], list[int]]:
-    """bwrap's command line around `argv`, and the fds it must inherit (the seccomp program,
-    which bwrap reads and closes). The caller passes them with pass_fds, then closes its copy.
-
-    A root runner: bwrap runs as root without a user namespace (so it can bind whatever the
-    runner can read, an interpreter under /root included), and inside it `setpriv` takes the
-    candidate's unused host uid, clears groups, capabilities and the bounding set and sets
-    no_new_privs before the worker's interpreter starts; the seccomp filter is already on.
-    Another runner: bwrap makes a user namespace in which the sandbox's uid maps to the
-    runner's own (a dedicated account, docs/security.md), with every capability dropped.
-    """
-    seccomp_fd = os.open(jail["seccomp"], os.O_RDONLY | os.O_CLOEXEC)
-    os.set_inheritable(seccomp_fd, True)
-    fds = [seccomp_fd]
-    uid = jail.get("uid")
-    tmpfs = int(jail.get("tmpfs_mb") or 1024) * 1024 * 1024
-    cmd = [jail["bwrap"]]
-    if uid is None:
-        cmd += ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_ID),
-                "--gid", str(SANDBOX_ID), "--cap-drop", "ALL"]
-    cmd += [
-        "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--hostname", "kb-sandbox",
-        "--die-with-parent",
-        "--new-session",
-    ]
-    # The sandbox's own tmpfs first: bwrap mounts in the order given, and a tmpfs mounted on
-    # /tmp after the read-only binds would hide those under /tmp (a checkout, and so its
-    # .venv, cloned under /tmp).
-    cmd += [
-        "--perms", "1777", "--size", str(tmpfs), "--tmpfs", "/tmp",
-        "--perms", "1777", "--dir", HOME,
-        "--perms", "1777", "--dir", WORK,
-    ]
-    binds = [*jail["readonly"], f"{LIB}/evaluator", BUILD]
-    # The folders above a bound path are made first, traversable: bwrap would make them 0700
-    # and owned by root, which the candidate's uid could not walk. (/tmp is there already.)
-    for folder in _folders_above(binds):
-        if folder != "/tmp":
-            cmd += ["--perms", "0755", "--dir", folder]
-    for path in jail["readonly"]:
-        if os.path.islink(path) and path.count("/") == 1:  # /bin -> usr/bin on merged /usr
-            cmd += ["--symlink", os.readlink(path), path]
-        else:
-            cmd += ["--ro-bind", path, path]
-    cmd += [
-        "--proc", "/proc",
-        "--dev", "/dev",
-        "--perms", "1777", "--size", str(tmpfs // 4), "--tmpfs", "/dev/shm",
-        "--ro-bind", jail["harness"], f"{LIB}/evaluator",
-        "--bind", jail["slot"], BUILD,
-    ]
-    # Its own passwd and group files, naming only the candidate (libraries look the user up,
-    # e.g. the profiler through getpass), instead of the host's accounts.
-    uid_inside = SANDBOX_ID if uid is None else int(uid)
-    for name, text in (
-        ("passwd", f"root:x:0:0::/:/bin/false\nkb:x:{uid_inside}:{uid_inside}:kb:{HOME}:/bin/sh\n"),
-        ("group", f"root:x:0:\nkb:x:{uid_inside}:\n"),
-    ):
-        fd = os.memfd_create(f"kb-{name}", os.MFD_CLOEXEC)
-        os.write(fd, text.encode())
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.set_inheritable(fd, True)
-        fds.append(fd)
-        cmd += ["--perms", "0644", "--ro-bind-data", str(fd), f"/etc/{name}"]
-    for node in _gpu_nodes() if jail.get("device", "cpu") != "cpu" else []:
-        cmd += ["--dev-bind", node, node]
-    cmd += ["--chdir", WORK, "--seccomp", str(seccomp_fd), "--"]
-    if uid is not None:
-        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    group = jail.get("cgroup")
-    if group:
-        # bwrap and everything it starts in the evaluation's cgroup (limit_job): a shell
-        # moves itself there ("0" is the writer), then becomes bwrap.
-        cmd = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"',
-               os.path.join(group, "cgroup.procs"), *cmd]
-    return [*cmd, *argv], fds
-
-
-def worker_env(env: dict[str, str]) -> dict[str, str]:
-    """The worker's environment inside the sandbox (bwrap passes on the one it is started
-    with): the judge's, already scrubbed by the runner, with every path pointing inside."""
-    out = {k: v for k, v in env.items() if k not in (JAIL_ENV,)}
-    out.update({
-        "HOME": HOME,
-        "TMPDIR": "/tmp",
-        "PYTHONPATH": LIB,
-        "TORCH_EXTENSIONS_DIR": f"{BUILD}/ext",
-        "TRITON_CACHE_DIR": f"{BUILD}/triton",
-        "XDG_CACHE_HOME": f"{HOME}/.cache",
-        "USER": "kb",
-        "LOGNAME": "kb",
-    })
-    return out
 
 
 def from_env() -> dict[str, Any] | None:

@@ -15,7 +15,6 @@ comes out is size-limited.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import glob
 import io
@@ -23,14 +22,13 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from evaluator import launcher
 from evaluator.config import normalize_job
 from evaluator.runner import buildcache, jail
 from evaluator.runner.sandbox import _kill_tagged, scrubbed_env
@@ -133,13 +131,13 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
         for path in (slot / "ncu_job.json", slot / "ncu"):
             if decision.get("uid") is not None:
                 os.chown(path, decision["uid"], decision["uid"])
-        env = jail.worker_env({**scrubbed_env(job, workdir), "KB_EVAL_TOKEN": token})
-        report = f"{jail.BUILD}/ncu/report"
+        env = {**scrubbed_env(job, workdir), "KB_EVAL_TOKEN": token}
+        report = f"{launcher.BUILD}/ncu/report"
         base = [ncu_real, "--clock-control", "none", "--profile-from-start", "off",
                 "--target-processes", "all", "--launch-count", str(MAX_KERNELS),
                 *[arg for name in SECTIONS for arg in ("--section", name)]]
         tail = ["--export", report, "--force-overwrite", sys.executable, "-m",
-                "evaluator.worker.ncu_target", f"{jail.BUILD}/ncu_job.json"]
+                "evaluator.worker.ncu_target", f"{launcher.BUILD}/ncu_job.json"]
         deadline = started + timeout_s
         first = _sandboxed(decision, env, [*base, "--metrics", ",".join(ROOFLINE_METRICS),
                                            *tail], deadline)
@@ -179,24 +177,11 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
 
 def _sandboxed(decision: dict, env: dict[str, str], argv: list[str],
                deadline: float) -> dict[str, Any]:
-    cmd, fds = jail.worker_command(decision, argv)
-    try:
-        proc = subprocess.Popen(cmd, cwd="/", env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                pass_fds=fds, start_new_session=True)
-    finally:
-        for fd in fds:
-            os.close(fd)
-    try:
-        out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        return {"rc": -9, "out": out.decode(errors="replace")[:TEXT_LIMIT],
-                "err": "ncu ran past its time limit"}
-    return {"rc": proc.returncode, "out": out.decode(errors="replace")[: 4 * TEXT_LIMIT],
-            "err": err.decode(errors="replace")[-TEXT_LIMIT:]}
+    ran = launcher.run_sandboxed(decision, argv, env=env, timeout=deadline - time.monotonic(),
+                                 out_limit=4 * TEXT_LIMIT, err_limit=TEXT_LIMIT)
+    if ran["timed_out"]:
+        ran["out"], ran["err"] = ran["out"][:TEXT_LIMIT], "ncu ran past its time limit"
+    return ran
 
 
 def _last_lines(text: str, n: int = 6) -> str:

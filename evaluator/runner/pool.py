@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator import launcher
 from evaluator.process import LogCapture, die_with_parent_preexec
 from evaluator.runner.buildcache import ENTRY_FILES, SLOT_MB, remove_tree
 
@@ -162,7 +163,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
         env = env_for(job, workdir)
         token = os.urandom(12).hex()
         env["KB_EVAL_TOKEN"] = token  # marks every process of this evaluation (sandbox)
-        env[jail.JAIL_ENV] = json.dumps(decision)
+        env[launcher.JAIL_ENV] = json.dumps(decision)
         if (entry or ("pool" if prestart_mode() != "off" else "judge")) == "pool":
             cmd = [*prefix, sys.executable, "-m", "evaluator.runner.pool",
                    "--job-fd", str(job_r), "--event-fd", str(ev_w),
@@ -170,7 +171,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
         else:
             cmd = [*prefix, sys.executable, "-m", "evaluator.judge.judge",
                    "--job-fd", str(job_r), "--event-fd", str(ev_w)]
-        proc = subprocess.Popen(
+        proc = launcher.start_trusted(
             cmd,
             cwd=str(workdir),
             env=env,

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evaluator import EVALUATOR_VERSION
+from evaluator import EVALUATOR_VERSION, launcher
 from evaluator.config import JobError, normalize_job
 from evaluator.errors import signal_name, truncate
 from evaluator.judge import gate
@@ -82,9 +82,7 @@ def isolation_prefix(device: str = "cpu") -> tuple[str, list[str]]:
             if shutil.which("unshare") and os.environ.get("KB_HARNESS_NO_UNSHARE") != "1":
                 for name, prefix in _UNSHARE_VARIANTS:
                     try:
-                        ok = subprocess.run(
-                            [*prefix, "true"], capture_output=True, timeout=10
-                        ).returncode == 0
+                        ok = launcher.run_trusted([*prefix, "true"], timeout=10).returncode == 0
                     except (OSError, subprocess.TimeoutExpired):
                         ok = False
                     if ok:

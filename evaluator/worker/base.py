@@ -9,7 +9,7 @@ holds against its clock (judge_clock.py).
 Nothing starts this module as a program (`-m evaluator.worker.base`). The judge's
 WorkerHandle runs `python -c judge.WORKER_ENTRY`, that is probe.main: this module's `main` with
 probe.ProbeWorker in place of Worker, inside bubblewrap where the runner's jail decision says so
-(jail.worker_command; unsandboxed only with KB_SANDBOX=off, acknowledged). The profiling worker
+(evaluator/launcher.py; unsandboxed only with KB_SANDBOX=off, acknowledged). The profiling worker
 on a GPU (judge.Profiler) starts the same way, and a runner that keeps a spare judge (pool.py)
 starts both before their job arrives. Its stdout/stderr are the candidate's log, so the protocol
 uses dedicated pipes.

@@ -152,6 +152,7 @@ def test_a_worker_whose_sandbox_fails_to_start_ends_at_once_not_at_the_time_limi
     second, instead of waiting for a reply until the evaluation's time limit."""
     import pytest
 
+    from evaluator import launcher
     from evaluator.config import DEFAULT_LIMITS
     from evaluator.judge.judge import Verdict, WorkerHandle
     from evaluator.runner import jail
@@ -164,7 +165,7 @@ def test_a_worker_whose_sandbox_fails_to_start_ends_at_once_not_at_the_time_limi
     decision = jail.for_job("cpu", slot, 512)
     if decision.get("mode") != "bwrap":
         pytest.skip("no bubblewrap sandbox on this host")
-    monkeypatch.setenv(jail.JAIL_ENV, json.dumps({**decision, "bwrap": str(fake)}))
+    monkeypatch.setenv(launcher.JAIL_ENV, json.dumps({**decision, "bwrap": str(fake)}))
     handle = WorkerHandle("cpu", dict(DEFAULT_LIMITS), 4096, tmp_path / "worker")
     started = time.monotonic()
     try:

@@ -7,8 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from evaluator import EVALUATOR_VERSION, VERDICTS
-from evaluator.runner import jail
+from evaluator import EVALUATOR_VERSION, VERDICTS, launcher
 from evaluator.runner.sandbox import run_job
 
 from . import problems as p
@@ -171,7 +170,7 @@ def test_the_candidate_sees_a_scrubbed_environment_a_fresh_folder_and_no_network
     home = next(line for line in log.splitlines() if line.startswith("HOME")).split()[1]
     # Its home and working folder are on the sandbox's own tmpfs, which vanishes with it.
     assert cwd != os.getcwd()
-    assert (cwd, home) == (jail.WORK, jail.HOME)
+    assert (cwd, home) == (launcher.WORK, launcher.HOME)
     sandbox = result["environment"]["sandbox"]
     assert sandbox["engine"] == "bubblewrap" and sandbox["tmpfs_mb"]
     assert sandbox["network_isolated"]

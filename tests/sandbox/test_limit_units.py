@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from evaluator import launcher
 from evaluator.process import apply_limits, resolve_limits
 from evaluator.protocol import JUDGE_MAX_HEADER, Channel, ProtocolError
 from evaluator.runner import jail, sandbox
@@ -76,14 +77,14 @@ def test_the_sandbox_tmpfs_is_mounted_before_the_read_only_binds():
     decision = {"bwrap": "bwrap", "seccomp": os.devnull, "uid": None, "slot": "/tmp/slot",
                 "harness": "/tmp/clone/evaluator", "device": "cpu", "tmpfs_mb": 64,
                 "readonly": ["/usr", "/tmp/clone/.venv"]}
-    cmd, fds = jail.worker_command(decision, ["python"])
+    cmd, fds = launcher.command(decision, ["python"])
     for fd in fds:
         os.close(fd)
     tmpfs = cmd.index("/tmp", cmd.index("--tmpfs"))
     assert cmd[tmpfs - 1] == "--tmpfs" and tmpfs < cmd.index("/tmp/clone/.venv")
     assert "--dir" not in cmd[tmpfs + 1:] or cmd[cmd.index("--dir", tmpfs) + 1] != "/tmp"
     # With a cgroup, bwrap starts inside it.
-    cmd, fds = jail.worker_command({**decision, "cgroup": "/sys/fs/cgroup/kb-x"}, ["python"])
+    cmd, fds = launcher.command({**decision, "cgroup": "/sys/fs/cgroup/kb-x"}, ["python"])
     for fd in fds:
         os.close(fd)
     assert cmd[:2] == ["/bin/sh", "-c"] and cmd[3] == "/sys/fs/cgroup/kb-x/cgroup.procs"
