@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -333,7 +333,12 @@ def load_holds_device(job: dict) -> bool:
 
 
 class Judge:
-    def __init__(self, job: dict, events: Events, workdir: Path):
+    """One evaluation, judged. `start_worker` starts a worker process and returns its handle,
+    called as WorkerHandle is (pool.py passes one that hands over workers started ahead)."""
+
+    def __init__(self, job: dict, events: Events, workdir: Path, *,
+                 start_worker: Callable[..., WorkerHandle] = WorkerHandle):
+        self.start_worker = start_worker
         self.job = job
         self.events = events
         self.workdir = workdir
@@ -493,11 +498,12 @@ class Judge:
         device, precision = self.device, job["precision"]
         self._static_report()
         # Start the worker first: its interpreter start and torch import overlap ours.
-        self.worker = WorkerHandle(device, job["limits"], job["log_limit"], self.workdir / "worker")
+        self.worker = self.start_worker(device, job["limits"], job["log_limit"],
+                                        self.workdir / "worker")
         if job.get("profile_process") and job.get("mode") != "compile" and job.get("measure",
                                                                                   True):
-            handle = WorkerHandle(device, job["limits"], job["log_limit"],
-                                  self.workdir / "profiler")
+            handle = self.start_worker(device, job["limits"], job["log_limit"],
+                                       self.workdir / "profiler")
             self.profiler = Profiler(handle, warm_posted=bool(
                 getattr(handle, "profiler_warm_posted", False)),
                 patience_s=job["profiler_patience_s"])
@@ -1335,10 +1341,11 @@ def _median_per_flush(stats: dict) -> float | None:
     return statistics.median(stats["prefix_ms"]) / flushes
 
 
-def run_mode(job: dict, events: Events, workdir: Path) -> dict:
+def run_mode(job: dict, events: Events, workdir: Path, *,
+             start_worker: Callable[..., WorkerHandle] = WorkerHandle) -> dict:
     mode = job.get("mode", "evaluate")
     if mode in ("evaluate", "compile"):
-        return Judge(job, events, workdir).evaluate()
+        return Judge(job, events, workdir, start_worker=start_worker).evaluate()
     # Other modes (validate, baseline) live in their own modules with a `run(job, events,
     # workdir) -> dict` entry point, e.g. evaluator/judge/validate.py.
     module_name = {"validate": "validate", "baseline": "validate"}.get(mode, mode)
@@ -1359,7 +1366,8 @@ def run_mode(job: dict, events: Events, workdir: Path) -> dict:
         gate.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *,
+         start_worker: Callable[..., WorkerHandle] = WorkerHandle) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--job-fd", type=int, required=True)
     parser.add_argument("--event-fd", type=int, required=True)
@@ -1378,7 +1386,7 @@ def main(argv: list[str] | None = None) -> int:
     events = Events(args.event_fd)
     events.emit({"type": "started"})
     try:
-        result = run_mode(job, events, Path.cwd())
+        result = run_mode(job, events, Path.cwd(), start_worker=start_worker)
     except Exception as exc:
         result = {
             "verdict": "harness_error",

@@ -27,6 +27,7 @@ import argparse
 import atexit
 import contextlib
 import ctypes
+import importlib
 import json
 import os
 import select
@@ -276,14 +277,15 @@ def enable(on: bool = True) -> None:
 
 # --- the launched process ---------------------------------------------------------------------
 
-def _prepare_worker(judge: Any, spec: dict[str, Any]) -> Any:
+def _prepare_worker(judge: Any, spec: dict[str, Any]) -> tuple[Any, Any]:
     """Start the judge's worker now (and its profiling worker, judge.Profiler, whose device
     profiler starts at once), and hand them to the judge when it asks for them.
 
-    The judge builds `WorkerHandle(device, limits, log_limit, workdir)` at the start of its
-    evaluation; the one built here, with the same arguments, is given instead (its `started`
-    reset, so the judge's worker_start phase counts only what is left to wait). Any other
-    arguments get a new one, as without the pool. Returns the timed worker's handle.
+    The judge starts its workers through the `start_worker` it is given, called as
+    `WorkerHandle(device, limits, log_limit, workdir)` is; the one built here, with the same
+    arguments, is given instead (its `started` reset, so the judge's worker_start phase counts
+    only what is left to wait). Any other arguments get a new one, as without the pool.
+    Returns that `start_worker` and the timed worker's handle, or (None, None).
     """
     original = judge.WorkerHandle
     base = (spec["device"], spec["limits"], int(spec["log_limit"]))
@@ -300,7 +302,7 @@ def _prepare_worker(judge: Any, spec: dict[str, Any]) -> Any:
                 handle.profiler_warm_posted = True
         prepared[Path.cwd() / name] = handle
     if not prepared:
-        return None
+        return None, None
 
     def worker_handle(device: str, limits: dict, log_limit: int, workdir: Path) -> Any:
         handle = prepared.pop(Path(workdir), None)
@@ -311,8 +313,7 @@ def _prepare_worker(judge: Any, spec: dict[str, Any]) -> Any:
             handle.kill()
         return original(device, limits, log_limit, workdir)
 
-    judge.WorkerHandle = worker_handle
-    return prepared.get(Path.cwd() / "worker")
+    return worker_handle, prepared.get(Path.cwd() / "worker")
 
 
 def _preimport(device: str, *, spare: bool) -> None:
@@ -322,9 +323,10 @@ def _preimport(device: str, *, spare: bool) -> None:
 
     from evaluator.judge import compare  # noqa: F401
 
-    for name in ("exploits", "probe", "speed_of_light", "static_report", "validate"):
+    for name in ("judge.exploits", "worker.probe", "judge.speed_of_light",
+                 "runner.static_report", "judge.validate"):
         with contextlib.suppress(Exception):
-            __import__(f"{__package__}.{name}")
+            importlib.import_module(f"evaluator.{name}")
     if spare and device != "cpu":
         # Not through the device's gate (gate.py): the runner stops a spare (SIGSTOP) while its
         # own evaluation is timed, and a spare stopped holding the gate held that timing back
@@ -369,14 +371,14 @@ def main(argv: list[str] | None = None) -> int:
         return judge.main(judge_args)
     # A spare: the worker has time to import the extension and Triton machinery too.
     os.environ["KB_WORKER_PREIMPORT"] = "1"
-    handle = _prepare_worker(judge, spec)
+    start_worker, handle = _prepare_worker(judge, spec)
     os.environ.pop("KB_WORKER_PREIMPORT", None)
     _preimport(spec["device"], spare=True)
     # Ready when the worker is: its "ready" frame waits in the pipe (left for the judge).
     if handle is not None:
         select.select([handle.channel.rfd], [], [], 600)
     judge.Events(args.event_fd).emit({"type": "spare_ready"})
-    return judge.main(judge_args)
+    return judge.main(judge_args, start_worker=start_worker or judge.WorkerHandle)
 
 
 if __name__ == "__main__":

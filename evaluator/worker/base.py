@@ -287,7 +287,8 @@ def _memory_note() -> dict[str, float]:
     return note
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, worker_class: type[Worker] = Worker) -> int:
+    """The worker's main loop, serving `worker_class` (probe.main passes ProbeWorker)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--fds", required=True, help="rfd,wfd,send_mem,recv_mem")
     parser.add_argument("--device", required=True)
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     from evaluator.protocol import Channel, PeerClosed, ProtocolError
 
     channel = Channel(rfd, wfd, send_mem, recv_mem, device=args.device, role="worker")
-    worker = Worker(channel, args.device)
+    worker = worker_class(channel, args.device)
     channel.send({"type": "ready", "pid": outer_pid(), "limits": applied})
     while True:
         try:

@@ -686,8 +686,7 @@ def main(argv: list[str] | None = None) -> int:
     """The worker's own main loop, serving ProbeWorker instead of Worker."""
     from evaluator.worker import base as worker
 
-    worker.Worker = ProbeWorker  # main() builds `Worker(channel, device)` by this name
-    return worker.main(argv)
+    return worker.main(argv, worker_class=ProbeWorker)
 
 
 if __name__ == "__main__":
