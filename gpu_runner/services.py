@@ -23,7 +23,8 @@ from evaluator.runner import sandbox
 from evaluator.types import Job, Result
 from gpu_runner.sharing import sharing_fields
 from kbsite.live import publish, submission_group
-from leaderboard.services import board_refresh_for, would_set_record
+from leaderboard.selectors import would_set_record
+from leaderboard.services import board_refresh_for
 from problems.models import Baseline
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import submission_status_payload

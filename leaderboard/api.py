@@ -11,7 +11,6 @@ from rest_framework.views import APIView
 
 from evaluation.models import Hardware
 from leaderboard import selectors
-from leaderboard.services import board_rows, flagged_rows, record_rows
 from problems.models import Problem
 from submissions.api import ApiMixin, error_body
 from submissions.models import Model, Run
@@ -253,9 +252,9 @@ class BoardApi(ApiMixin, APIView):
         data = {
             "problem": problem,
             "hardware": hw.slug,
-            "rows": board_rows(problem=problem, hardware=hw),
-            "flagged": flagged_rows(problem=problem, hardware=hw),
-            "records": record_rows(problem=problem, hardware=hw),
+            "rows": selectors.board_rows(problem=problem, hardware=hw),
+            "flagged": selectors.flagged_rows(problem=problem, hardware=hw),
+            "records": selectors.record_rows(problem=problem, hardware=hw),
         }
         return Response(BoardSerializer(data).data)
 

@@ -3,7 +3,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from evaluation.models import Hardware
 from kbsite.live import board_group, relay
-from leaderboard.services import LEADERBOARD_GROUP, board_snapshot, with_html
+from leaderboard.selectors import board_snapshot, with_html
+from leaderboard.services import LEADERBOARD_GROUP
 from problems.models import Problem
 
 

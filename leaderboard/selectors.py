@@ -1,23 +1,26 @@
-"""Read-side queries for the tables: models, runs, users, records, busiest problems, exports.
+"""The leaderboard's reads: boards, the tables of models, runs and people, records, busiest
+problems, exports, and the rows live updates carry.
 
-All of them read BestEntry/Record (kept up to date as results land) except the per-run ones,
-which read only that run's own submissions.
+All of them read BestEntry/Record (kept up to date as results land by leaderboard.services)
+except the per-run ones, which read only that run's own submissions. Reads live here and writes
+in services.py: services import this module, never the reverse.
 """
 
 import difflib
 from collections import defaultdict
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db.models import Count, Sum
+from django.db.models import Count, Min, Sum
+from django.template.loader import render_to_string
 
-from evaluation import metrics, scoring
+from evaluation import metrics, scoring, stats
 from evaluation.models import Hardware
 from evaluator import verdicts
 from leaderboard.models import BestEntry, Record
-from leaderboard.services import participant_fields, record_row
 from problems.models import Problem
-from submissions.models import Evaluation, Model
+from submissions.models import Evaluation, Model, Submission
 from submissions.runs import run_first_outcomes, run_problems, run_samples, run_version
 from submissions.selectors import can_see_source, latest_evaluations, shown_error
 
@@ -189,6 +192,234 @@ def model_speedups(
         entries = entries.filter(model_id=model_id)
     values = entries.values("speedup", "speedup_eager", "speedup_compile")
     return [s for s in (scoring.speedup(v, baseline) for v in values) if s is not None]
+
+
+# ---- boards ------------------------------------------------------------------------------------
+
+
+def board_best_ms(problem_id: int, hardware_id: int) -> float | None:
+    return BestEntry.objects.filter(
+        problem_id=problem_id, hardware_id=hardware_id, evaluation__isnull=False
+    ).aggregate(best=Min("candidate_median_ms"))["best"]
+
+
+def would_set_record(evaluation: Evaluation) -> bool:
+    """Whether this evaluation would beat the best ranked time on its board (or be the first)."""
+    if not evaluation.ranks:
+        return False
+    best = board_best_ms(evaluation.submission.problem_id, evaluation.hardware_id)
+    row = {f: getattr(evaluation, f) for f in (
+        "flags", "candidate_median_ms", "reference_median_ms", "speedup", "speedup_eager",
+        "speedup_compile")}
+    return best is None or scoring.ranking_ms(row) < best
+
+
+def board_reference(*, problem_id: int, hardware_id: int) -> float | None:
+    """The reference time a board's speedups are against (scoring.board_reference_ms)."""
+    return scoring.board_reference_ms(
+        BestEntry.objects.filter(
+            problem_id=problem_id, hardware_id=hardware_id, rank__isnull=False
+        ).values_list("reference_median_ms", flat=True)
+    )
+
+
+def board_entries(*, problem, hardware):
+    return BestEntry.objects.filter(problem=problem, hardware=hardware).select_related(
+        "user", "model"
+    )
+
+
+def entry_participant_label(entry: BestEntry) -> str:
+    if entry.model_id:
+        return str(entry.model)
+    return entry.user.username if entry.user_id else "anonymous"
+
+
+def participant_fields(entry) -> dict:
+    """Who, as data: the templates make the links (rows are built where no URLs are loaded)."""
+    return {
+        "participant": entry_participant_label(entry),
+        "participant_key": entry.participant,
+        "model_id": entry.model_id,
+        "username": entry.user.username if entry.user_id and not entry.model_id else None,
+    }
+
+
+def board_row(entry: BestEntry) -> dict:
+    return {
+        "key": entry.participant,
+        "rank": entry.rank,
+        **participant_fields(entry),
+        "submission_id": entry.submission_id,
+        "evaluation_id": entry.evaluation_id,
+        "candidate_ms": entry.candidate_median_ms,
+        "reference_ms": entry.reference_median_ms,
+        "speedup": entry.speedup,
+        "speedup_eager": entry.speedup_eager,
+        "speedup_compile": entry.speedup_compile,
+        "backend": entry.backend,
+        "precision": entry.precision,
+        "date": entry.achieved_at.isoformat() if entry.achieved_at else None,
+    }
+
+
+def flagged_row(entry: BestEntry) -> dict:
+    return {
+        "key": entry.participant,
+        **participant_fields(entry),
+        "evaluation_id": entry.flagged_evaluation_id,
+        "candidate_ms": entry.flagged_ms,
+        "flags": entry.flags,
+        "date": entry.flagged_at.isoformat() if entry.flagged_at else None,
+    }
+
+
+def board_rows(*, problem, hardware) -> list[dict]:
+    """The ranking: best correct, unflagged evaluation per participant, fastest first, with the
+    noise shown (with_noise)."""
+    entries = board_entries(problem=problem, hardware=hardware).filter(rank__isnull=False)
+    return with_noise([board_row(e) for e in entries.order_by("rank")])
+
+
+# What the problems list shows of the boards (through leaderboard_tags: problems imports no
+# leaderboard module).
+def problem_solvers(*, problem_ids) -> dict[int, int]:
+    """Per problem: how many people (not models) have a kernel ranked on one of its boards."""
+    rows = (
+        BestEntry.objects.filter(
+            problem_id__in=problem_ids, rank__isnull=False, user_id__isnull=False
+        )
+        .values("problem_id")
+        .annotate(people=Count("user_id", distinct=True))
+    )
+    return {row["problem_id"]: row["people"] for row in rows}
+
+
+def problem_status_for(*, user, problem_ids) -> dict[int, str]:
+    """Per problem, this user's status: "solved" (a kernel ranked on one of its boards),
+    "tried" (a submission, none ranked); problems not tried are left out."""
+    if user is None or not user.is_authenticated:
+        return {}
+    tried = (
+        Submission.objects.filter(user=user, problem_id__in=problem_ids)
+        .values_list("problem_id", flat=True)
+        .distinct()
+    )
+    solved = BestEntry.objects.filter(
+        problem_id__in=problem_ids, rank__isnull=False, user=user
+    ).values_list("problem_id", flat=True)
+    return {**dict.fromkeys(tried, "tried"), **dict.fromkeys(solved, "solved")}
+
+
+def with_noise(rows: list[dict]) -> list[dict]:
+    """Ranked rows, in board order, with each time's 95% confidence interval from its timing
+    samples (evaluation/stats.py, at least settings.TIMING_INTERVAL_FLOOR each side) and ties:
+    a row whose interval overlaps the one above it is `tie` and shares its `shown_rank`.
+    `rank` stays the strict order (scoring.board_order: the earlier result first on a tie).
+    One query for the rows' timing summaries."""
+    ids = [row["evaluation_id"] for row in rows if row.get("evaluation_id")]
+    summaries = dict(Evaluation.objects.filter(pk__in=ids).values_list("pk", "candidate_stats"))
+    intervals = [
+        stats.median_interval(
+            summaries.get(row.get("evaluation_id")), median_ms=row["candidate_ms"],
+            floor=settings.TIMING_INTERVAL_FLOOR,
+        )
+        for row in rows
+    ]
+    tied = stats.ties(intervals)
+    shown = stats.shown_ranks([row["rank"] for row in rows], tied)
+    for row, interval, tie, shown_rank in zip(rows, intervals, tied, shown, strict=True):
+        row.update(
+            shown_rank=shown_rank,
+            tie=tie,
+            interval_ms=interval.half_width if interval else None,
+            low_ms=interval.low if interval else None,
+            high_ms=interval.high if interval else None,
+        )
+    return rows
+
+
+def flagged_rows(*, problem, hardware) -> list[dict]:
+    entries = (
+        board_entries(problem=problem, hardware=hardware)
+        .filter(flagged_evaluation__isnull=False)
+        .order_by("flagged_ms", "flagged_at")
+    )
+    return [flagged_row(e) for e in entries]
+
+
+def flagged_order(*, problem, hardware) -> list[str]:
+    """The participants of a board's flagged rows, in the order the page lists them."""
+    return list(
+        BestEntry.objects.filter(
+            problem=problem, hardware=hardware, flagged_evaluation__isnull=False
+        )
+        .order_by("flagged_ms", "flagged_at")
+        .values_list("participant", flat=True)
+    )
+
+
+def record_rows(*, problem, hardware) -> list[dict]:
+    records = Record.objects.filter(problem=problem, hardware=hardware).select_related(
+        "user", "model", "problem", "hardware"
+    )
+    return [record_row(r) for r in records.order_by("achieved_at", "id")]
+
+
+def record_row(record: Record) -> dict:
+    return {
+        "key": f"record-{record.pk}",
+        "problem": record.problem.slug,
+        "level": record.problem.level,
+        "number": record.problem.number,
+        "hardware": record.hardware.slug,
+        **participant_fields(record),
+        "submission_id": record.submission_id,
+        "candidate_ms": record.candidate_median_ms,
+        "previous_ms": record.previous_ms,
+        "speedup": record.speedup,
+        "date": record.achieved_at.isoformat(),
+    }
+
+
+ROW_TEMPLATES = {
+    "rows": "leaderboard/_board_row.html",
+    "flagged": "leaderboard/_flagged_row.html",
+    "entry": "leaderboard/_entry_row.html",
+    "record": "leaderboard/_record_row.html",
+    "model_rows": "leaderboard/_model_row.html",
+}
+
+
+def with_html(payload: dict) -> dict:
+    """The payload with each row rendered by the template the page itself uses.
+
+    Done in the web process as a message goes out (template rendering touches no database), so
+    the runner publishes plain data and pages get rows they can swap in as they are.
+    """
+    rendered = dict(payload)
+    for field, template in ROW_TEMPLATES.items():
+        value = payload.get(field)
+        if isinstance(value, list):
+            rendered[field] = [_render_row(row, template) for row in value]
+        elif isinstance(value, dict):
+            rendered[field] = _render_row(value, template)
+    return rendered
+
+
+def _render_row(row: dict, template: str) -> dict:
+    return {**row, "html": render_to_string(template, {"r": row}).strip()}
+
+
+def board_snapshot(*, problem, hardware) -> dict:
+    """Everything an open board page needs."""
+    return {
+        "type": "board",
+        "problem": problem.pk,
+        "hardware": hardware.slug,
+        "rows": board_rows(problem=problem, hardware=hardware),
+        "flagged": flagged_rows(problem=problem, hardware=hardware),
+    }
 
 
 # ---- runs -------------------------------------------------------------------------------------

@@ -11,14 +11,13 @@ rest of the site.
 import logging
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Min, Q
-from django.template.loader import render_to_string
+from django.db.models import Q
 from django.utils import timezone
 
-from evaluation import scoring, stats
+from evaluation import scoring
 from kbsite.live import board_group, publish
+from leaderboard import selectors
 from leaderboard.models import BestEntry, Record
 from problems.models import Problem
 from submissions.models import Evaluation, Submission
@@ -100,23 +99,6 @@ class EntryChange:
     record: Record | None
 
 
-def _board_best_ms(problem_id: int, hardware_id: int) -> float | None:
-    return BestEntry.objects.filter(
-        problem_id=problem_id, hardware_id=hardware_id, evaluation__isnull=False
-    ).aggregate(best=Min("candidate_median_ms"))["best"]
-
-
-def would_set_record(evaluation: Evaluation) -> bool:
-    """Whether this evaluation would beat the best ranked time on its board (or be the first)."""
-    if not evaluation.ranks:
-        return False
-    best = _board_best_ms(evaluation.submission.problem_id, evaluation.hardware_id)
-    row = {f: getattr(evaluation, f) for f in (
-        "flags", "candidate_median_ms", "reference_median_ms", "speedup", "speedup_eager",
-        "speedup_compile")}
-    return best is None or scoring.ranking_ms(row) < best
-
-
 def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> EntryChange:
     """Recompute one participant's entry on one board, its ranks, and any new record."""
     latest = latest_evaluations(
@@ -131,7 +113,7 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
     board = {"problem_id": problem_id, "hardware_id": hardware_id}
     previous = BestEntry.objects.filter(**board, participant=participant).first()
     before = (previous.evaluation_id, previous.flagged_evaluation_id) if previous else (None, None)
-    best_before = _board_best_ms(problem_id, hardware_id)
+    best_before = selectors.board_best_ms(problem_id, hardware_id)
 
     # Records set by kernels that no longer rank (flagged on re-verification) are withdrawn.
     not_ranking = [e["submission_id"] for e in latest if not scoring.on_board(e)]
@@ -218,232 +200,25 @@ def board_rerank(*, problem_id: int, hardware_id: int) -> None:
         BestEntry.objects.bulk_update(stale, ["rank", "speedup"])
 
 
-def board_reference(*, problem_id: int, hardware_id: int) -> float | None:
-    """The reference time a board's speedups are against (scoring.board_reference_ms)."""
-    return scoring.board_reference_ms(
-        BestEntry.objects.filter(
-            problem_id=problem_id, hardware_id=hardware_id, rank__isnull=False
-        ).values_list("reference_median_ms", flat=True)
-    )
-
-
-# ---- reading boards ---------------------------------------------------------------------------
-
-
-def _board_entries(problem, hardware):
-    return BestEntry.objects.filter(problem=problem, hardware=hardware).select_related(
-        "user", "model"
-    )
-
-
-def entry_participant_label(entry: BestEntry) -> str:
-    if entry.model_id:
-        return str(entry.model)
-    return entry.user.username if entry.user_id else "anonymous"
-
-
-def participant_fields(entry) -> dict:
-    """Who, as data: the templates make the links (rows are built where no URLs are loaded)."""
-    return {
-        "participant": entry_participant_label(entry),
-        "participant_key": entry.participant,
-        "model_id": entry.model_id,
-        "username": entry.user.username if entry.user_id and not entry.model_id else None,
-    }
-
-
-def board_row(entry: BestEntry) -> dict:
-    return {
-        "key": entry.participant,
-        "rank": entry.rank,
-        **participant_fields(entry),
-        "submission_id": entry.submission_id,
-        "evaluation_id": entry.evaluation_id,
-        "candidate_ms": entry.candidate_median_ms,
-        "reference_ms": entry.reference_median_ms,
-        "speedup": entry.speedup,
-        "speedup_eager": entry.speedup_eager,
-        "speedup_compile": entry.speedup_compile,
-        "backend": entry.backend,
-        "precision": entry.precision,
-        "date": entry.achieved_at.isoformat() if entry.achieved_at else None,
-    }
-
-
-def flagged_row(entry: BestEntry) -> dict:
-    return {
-        "key": entry.participant,
-        **participant_fields(entry),
-        "evaluation_id": entry.flagged_evaluation_id,
-        "candidate_ms": entry.flagged_ms,
-        "flags": entry.flags,
-        "date": entry.flagged_at.isoformat() if entry.flagged_at else None,
-    }
-
-
-def board_rows(*, problem, hardware) -> list[dict]:
-    """The ranking: best correct, unflagged evaluation per participant, fastest first, with the
-    noise shown (with_noise)."""
-    entries = _board_entries(problem, hardware).filter(rank__isnull=False).order_by("rank")
-    return with_noise([board_row(e) for e in entries])
-
-
-# What the problems list shows of the boards (problems.views reads the boards through this
-# module, the one edge the layers allow it upward).
-def problem_solvers(*, problem_ids) -> dict[int, int]:
-    """Per problem: how many people (not models) have a kernel ranked on one of its boards."""
-    rows = (
-        BestEntry.objects.filter(
-            problem_id__in=problem_ids, rank__isnull=False, user_id__isnull=False
-        )
-        .values("problem_id")
-        .annotate(people=Count("user_id", distinct=True))
-    )
-    return {row["problem_id"]: row["people"] for row in rows}
-
-
-def problem_status_for(*, user, problem_ids) -> dict[int, str]:
-    """Per problem, this user's status: "solved" (a kernel ranked on one of its boards),
-    "tried" (a submission, none ranked); problems not tried are left out."""
-    if user is None or not user.is_authenticated:
-        return {}
-    tried = (
-        Submission.objects.filter(user=user, problem_id__in=problem_ids)
-        .values_list("problem_id", flat=True)
-        .distinct()
-    )
-    solved = BestEntry.objects.filter(
-        problem_id__in=problem_ids, rank__isnull=False, user=user
-    ).values_list("problem_id", flat=True)
-    return {**dict.fromkeys(tried, "tried"), **dict.fromkeys(solved, "solved")}
-
-
-def with_noise(rows: list[dict]) -> list[dict]:
-    """Ranked rows, in board order, with each time's 95% confidence interval from its timing
-    samples (evaluation/stats.py, at least settings.TIMING_INTERVAL_FLOOR each side) and ties:
-    a row whose interval overlaps the one above it is `tie` and shares its `shown_rank`.
-    `rank` stays the strict order (scoring.board_order: the earlier result first on a tie).
-    One query for the rows' timing summaries."""
-    ids = [row["evaluation_id"] for row in rows if row.get("evaluation_id")]
-    summaries = dict(Evaluation.objects.filter(pk__in=ids).values_list("pk", "candidate_stats"))
-    intervals = [
-        stats.median_interval(
-            summaries.get(row.get("evaluation_id")), median_ms=row["candidate_ms"],
-            floor=settings.TIMING_INTERVAL_FLOOR,
-        )
-        for row in rows
-    ]
-    tied = stats.ties(intervals)
-    shown = stats.shown_ranks([row["rank"] for row in rows], tied)
-    for row, interval, tie, shown_rank in zip(rows, intervals, tied, shown, strict=True):
-        row.update(
-            shown_rank=shown_rank,
-            tie=tie,
-            interval_ms=interval.half_width if interval else None,
-            low_ms=interval.low if interval else None,
-            high_ms=interval.high if interval else None,
-        )
-    return rows
-
-
-def flagged_rows(*, problem, hardware) -> list[dict]:
-    entries = (
-        _board_entries(problem, hardware)
-        .filter(flagged_evaluation__isnull=False)
-        .order_by("flagged_ms", "flagged_at")
-    )
-    return [flagged_row(e) for e in entries]
-
-
-def record_rows(*, problem, hardware) -> list[dict]:
-    records = Record.objects.filter(problem=problem, hardware=hardware).select_related(
-        "user", "model", "problem", "hardware"
-    )
-    return [record_row(r) for r in records.order_by("achieved_at", "id")]
-
-
-def record_row(record: Record) -> dict:
-    return {
-        "key": f"record-{record.pk}",
-        "problem": record.problem.slug,
-        "level": record.problem.level,
-        "number": record.problem.number,
-        "hardware": record.hardware.slug,
-        **participant_fields(record),
-        "submission_id": record.submission_id,
-        "candidate_ms": record.candidate_median_ms,
-        "previous_ms": record.previous_ms,
-        "speedup": record.speedup,
-        "date": record.achieved_at.isoformat(),
-    }
-
-
-ROW_TEMPLATES = {
-    "rows": "leaderboard/_board_row.html",
-    "flagged": "leaderboard/_flagged_row.html",
-    "entry": "leaderboard/_entry_row.html",
-    "record": "leaderboard/_record_row.html",
-    "model_rows": "leaderboard/_model_row.html",
-}
-
-
-def with_html(payload: dict) -> dict:
-    """The payload with each row rendered by the template the page itself uses.
-
-    Done in the web process as a message goes out (template rendering touches no database), so
-    the runner publishes plain data and pages get rows they can swap in as they are.
-    """
-    rendered = dict(payload)
-    for field, template in ROW_TEMPLATES.items():
-        value = payload.get(field)
-        if isinstance(value, list):
-            rendered[field] = [_render_row(row, template) for row in value]
-        elif isinstance(value, dict):
-            rendered[field] = _render_row(value, template)
-    return rendered
-
-
-def _render_row(row: dict, template: str) -> dict:
-    return {**row, "html": render_to_string(template, {"r": row}).strip()}
-
-
-def board_snapshot(*, problem, hardware) -> dict:
-    """Everything an open board page needs."""
-    return {
-        "type": "board",
-        "problem": problem.pk,
-        "hardware": hardware.slug,
-        "rows": board_rows(problem=problem, hardware=hardware),
-        "flagged": flagged_rows(problem=problem, hardware=hardware),
-    }
-
-
 def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
     """Only the changed participant's rows are sent in full; the others get their new order,
     as [participant, shown rank, tie] (with_noise: a tie shares the rank above it)."""
-    ranked = board_rows(problem=problem, hardware=hardware)
+    ranked = selectors.board_rows(problem=problem, hardware=hardware)
     order = [(row["key"], row["shown_rank"], row["tie"]) for row in ranked]
-    flagged_order = list(
-        BestEntry.objects.filter(
-            problem=problem, hardware=hardware, flagged_evaluation__isnull=False
-        )
-        .order_by("flagged_ms", "flagged_at")
-        .values_list("participant", flat=True)
-    )
     rows, flagged = [], []
     entry = change.entry
     if entry is not None:
-        entry = _board_entries(problem, hardware).get(pk=entry.pk)
+        entry = selectors.board_entries(problem=problem, hardware=hardware).get(pk=entry.pk)
         if entry.is_ranked:
             rows = [row for row in ranked if row["key"] == entry.participant]
         if entry.flagged_evaluation_id:
-            flagged = [flagged_row(entry)]
+            flagged = [selectors.flagged_row(entry)]
     return {
         "type": "board_change",
         "problem": problem.pk,
         "hardware": hardware.slug,
         "order": [[key, rank, tie] if tie else [key, rank] for key, rank, tie in order],
-        "flagged_order": flagged_order,
+        "flagged_order": selectors.flagged_order(problem=problem, hardware=hardware),
         "rows": rows,
         "flagged": flagged,
         "changed": [entry.participant] if entry is not None and change.changed else [],
@@ -489,8 +264,6 @@ def board_refresh_for(evaluation: Evaluation) -> EntryChange | None:
 
 def _result_payload(*, problem, hardware, change: EntryChange, participant: str) -> dict:
     """For the global, model and user pages: the changed entry, record and model rows."""
-    from leaderboard import selectors
-
     payload: dict = {
         "type": "result",
         "problem": problem.pk,
@@ -509,7 +282,7 @@ def _result_payload(*, problem, hardware, change: EntryChange, participant: str)
         record = Record.objects.select_related("problem", "hardware", "user", "model").get(
             pk=change.record.pk
         )
-        payload["record"] = record_row(record)
+        payload["record"] = selectors.record_row(record)
     if change.entry is not None and change.entry.model_id:
         payload["model_rows"] = selectors.models_table(
             model_id=change.entry.model_id, hardware=hardware

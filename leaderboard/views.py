@@ -14,7 +14,6 @@ from leaderboard import selectors
 from leaderboard.exports import COLUMNS, export_response, json_download
 from leaderboard.forms import TableFilterForm
 from leaderboard.models import Record
-from leaderboard.services import board_reference, board_rows, flagged_rows, record_rows
 from problems.models import Problem
 from submissions.models import Model, Run, Submission
 from submissions.selectors import can_see_submission
@@ -53,9 +52,9 @@ def problem_board(request, level: int, number: int, hardware: str):
         Problem.objects.visible_to(request.user), level=level, number=number
     )
     hardware = get_object_or_404(Hardware, slug=hardware)
-    rows = board_rows(problem=problem, hardware=hardware)
-    flagged = flagged_rows(problem=problem, hardware=hardware)
-    records = record_rows(problem=problem, hardware=hardware)
+    rows = selectors.board_rows(problem=problem, hardware=hardware)
+    flagged = selectors.flagged_rows(problem=problem, hardware=hardware)
+    records = selectors.record_rows(problem=problem, hardware=hardware)
     download = export_response(
         request,
         {
@@ -80,7 +79,9 @@ def problem_board(request, level: int, number: int, hardware: str):
             "problem": problem,
             "hardware": hardware,
             "rows": rows,
-            "board_reference_ms": board_reference(problem_id=problem.pk, hardware_id=hardware.pk),
+            "board_reference_ms": selectors.board_reference(
+                problem_id=problem.pk, hardware_id=hardware.pk
+            ),
             "flagged": flagged,
             "records": records,
             "record_chart": svg.record_chart(

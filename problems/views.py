@@ -6,11 +6,9 @@ from django.db.models import Count, Prefetch, Q
 from django.shortcuts import get_object_or_404, render
 
 from evaluation.models import Hardware
-from leaderboard.services import board_reference, board_rows, problem_solvers, problem_status_for
 from problems.difficulty import difficulty, level_medians
 from problems.models import Baseline, Problem, Validation
 
-TOP_RESULTS = 5
 LISTED = (Problem.Status.PUBLISHED,)
 PER_PAGE = 50
 
@@ -50,10 +48,9 @@ def problem_list(request):
     page = Paginator(problems.order_by("level", "number"), PER_PAGE).get_page(
         request.GET.get("page")
     )
-    ids = [problem.pk for problem in page]
-    solvers = problem_solvers(problem_ids=ids)
-    mine = problem_status_for(user=request.user, problem_ids=ids)
-    baseline_ms, medians = _eager_baselines(ids)
+    # Who solved each problem, and the viewer's own status, come from the boards: the template
+    # adds them (leaderboard_tags.with_board_status), as this app imports no leaderboard module.
+    baseline_ms, medians = _eager_baselines([problem.pk for problem in page])
     rows = [
         {
             "problem": problem,
@@ -65,8 +62,6 @@ def problem_list(request):
                 baseline_ms=baseline_ms.get(problem.pk),
                 level_median_ms=medians.get(problem.level),
             ),
-            "solvers": solvers.get(problem.pk, 0),
-            "mine": mine.get(problem.pk, "not tried"),
         }
         for problem in page
     ]
@@ -131,22 +126,17 @@ def problem_detail(request, level: int, number: int):
             "-created_at"
         ):
             validations.setdefault(validation.hardware_id, validation)
-    per_hardware = []
-    for hardware in all_hardware:
-        rows = board_rows(problem=problem, hardware=hardware)
-        entry = {
+    # A section a hardware; the template adds the top of each board there and leaves out the
+    # hardware with nothing to show (leaderboard_tags.with_top_results).
+    per_hardware = [
+        {
             "hardware": hardware,
             "eager": baselines.get(hardware.pk, {}).get("eager"),
             "compile": baselines.get(hardware.pk, {}).get("compile"),
             "validation": validations.get(hardware.pk),
-            "top": rows[:TOP_RESULTS],
-            "more": max(len(rows) - TOP_RESULTS, 0),
-            # The reference time the board's speedups are against, as the board says it.
-            "board_reference_ms": board_reference(problem_id=problem.pk, hardware_id=hardware.pk)
-            if rows else None,
         }
-        if entry["eager"] or entry["compile"] or entry["validation"] or rows:
-            per_hardware.append(entry)
+        for hardware in all_hardware
+    ]
     code_visible = problem.reference_visible_to(request.user)
     return render(
         request,

@@ -9,7 +9,8 @@ from django.urls import reverse
 
 from evaluator import flags
 from leaderboard.models import BestEntry
-from leaderboard.services import board_refresh_for, board_rows
+from leaderboard.selectors import board_rows
+from leaderboard.services import board_refresh_for
 from submissions.models import Evaluation, Reverification, Submission
 from submissions.services import reverification_request, submission_create
 from tests.api_support import SchemaCheckedClient, token_for

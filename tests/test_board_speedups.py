@@ -7,7 +7,8 @@ from django.contrib.auth import get_user_model
 
 from evaluation.services import hardware_register
 from leaderboard.models import BestEntry
-from leaderboard.services import board_reference, board_rows, boards_rebuild
+from leaderboard.selectors import board_reference, board_rows
+from leaderboard.services import boards_rebuild
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from evaluation.services import hardware_register
-from leaderboard.services import board_refresh_for, board_rows, flagged_rows
+from leaderboard.selectors import board_rows, flagged_rows
+from leaderboard.services import board_refresh_for
 from submissions.models import Evaluation, Model, Run
 from submissions.runs import run_fast_p
 from tests.api_support import SchemaCheckedClient, token_for

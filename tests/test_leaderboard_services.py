@@ -7,13 +7,8 @@ from evaluation.services import hardware_register
 from kbsite.models import LiveEvent
 from leaderboard import selectors
 from leaderboard.models import BestEntry, Record
-from leaderboard.services import (
-    board_rows,
-    boards_rebuild,
-    flagged_rows,
-    record_rows,
-    with_html,
-)
+from leaderboard.selectors import board_rows, flagged_rows, record_rows, with_html
+from leaderboard.services import boards_rebuild
 from problems.models import Problem
 from submissions.models import Evaluation, Model, Run
 from tests.leaderboard_factory import make_problem, make_result

@@ -13,7 +13,7 @@ from django.test import Client
 
 from evaluation import stats
 from kbsite.models import LiveEvent
-from leaderboard.services import board_rows
+from leaderboard.selectors import board_rows
 from submissions.models import Evaluation
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.leaderboard_factory import make_result

@@ -99,6 +99,10 @@ def test_a_problem_page_shows_reference_baselines_validation_and_top_results(
     assert "input_ignored" in section and "Changing input 1 alone" in section
     assert "5.0\xa0MB" in section and "1.25 ms" in section
     assert "ada" in section and "3.00×" in section
+    # The top of the board comes through the leaderboard's tags (problems imports none of it),
+    # each participant linked to their page as on the board itself.
+    assert '<a href="/leaderboard/users/ada/">ada</a>' in section
+    assert "Speedups against the board's reference time, 1.5 ms" in section
 
 
 @pytest.mark.django_db

@@ -20,7 +20,7 @@ from evaluation.services import runner_heartbeat
 from gpu_runner import leased
 from gpu_runner.services import evaluate_submission, reverify_submission
 from leaderboard.models import BestEntry, Record
-from leaderboard.services import board_rows
+from leaderboard.selectors import board_rows
 from submissions.models import Evaluation, Reverification, Submission
 from submissions.services import submission_create
 from tests.conftest import kernel_source, wait_for

@@ -18,7 +18,7 @@ from evaluation import stats
 from evaluation.services import runner_heartbeat
 from gpu_runner.services import evaluate_submission, reverify_submission
 from leaderboard.models import Record
-from leaderboard.services import board_rows, flagged_rows
+from leaderboard.selectors import board_rows, flagged_rows
 from submissions.models import Evaluation, Reverification, Submission
 from submissions.services import submission_create
 from tests.api_support import SchemaCheckedClient, token_for

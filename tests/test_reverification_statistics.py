@@ -20,7 +20,7 @@ from django.utils import timezone
 from gpu_runner.services import _store_reverification
 from kbcli.main import describe_ranking
 from leaderboard.models import BestEntry
-from leaderboard.services import board_rows, flagged_rows
+from leaderboard.selectors import board_rows, flagged_rows
 from submissions.models import Evaluation, Reverification, Submission
 from submissions.selectors import submission_status_payload
 from submissions.services import reverification_request

@@ -12,7 +12,8 @@ from evaluation import scoring
 from evaluation.services import hardware_register
 from evaluator import flags
 from leaderboard import selectors
-from leaderboard.services import board_refresh_for, board_rows
+from leaderboard.selectors import board_rows
+from leaderboard.services import board_refresh_for
 from submissions.models import Evaluation, Model, Run, Submission
 from submissions.runs import run_fast_p, run_progress
 from tests.leaderboard_factory import make_problem, make_result
