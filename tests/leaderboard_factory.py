@@ -68,6 +68,7 @@ def make_result(
     verdict: str = "correct",
     ms: float | None = 1.0,
     reference_ms: float = 2.0,
+    speedup_eager: float | None = None,
     speedup_compile: float | None = None,
     flags: tuple[str, ...] = (),
     submission: Submission | None = None,
@@ -100,6 +101,7 @@ def make_result(
             candidate_median_ms=ms if timed else None,
             reference_median_ms=reference_ms if timed else None,
             speedup=reference_ms / ms if timed and correct else None,
+            speedup_eager=speedup_eager,
             speedup_compile=speedup_compile,
             candidate_stats=(
                 {
