@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from evaluator import backends
 from evaluator.types import Job
 
-BACKENDS = ("torch", "cuda", "triton", "cpp")
+BACKENDS = backends.NAMES
 PRECISIONS = ("fp32", "fp16", "bf16")
 # "compile" builds (and caches) the candidate only, e.g. ahead of its evaluation.
 MODES = ("evaluate", "compile")
@@ -112,8 +113,8 @@ def normalize_job(job: Job) -> Job:
     out["device"] = str(out.get("device") or "cpu")
     if out["device"] != "cpu" and not is_cuda_device(out["device"]):
         raise JobError(f"unknown device {out['device']!r}")
-    if out["backend"] == "cuda" and out["device"] == "cpu":
-        raise JobError("backend 'cuda' needs a CUDA device")
+    if not backends.get(out["backend"]).runs_on(out["device"]):
+        raise JobError(f"backend {out['backend']!r} needs a CUDA device")
     seed = out.get("seed")
     if seed is None:
         # A seed the submitter cannot know; the server normally picks and stores it.

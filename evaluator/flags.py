@@ -74,8 +74,9 @@ def backend_share_text(report: Mapping[str, Any] | None) -> str | None:
     (checks["backend"]); None when no share was measured."""
     if not isinstance(report, Mapping) or report.get("share") is None:
         return None
-    names = {"cuda": "CUDA", "triton": "Triton", "cpp": "C++"}
-    backend = names.get(str(report.get("backend") or ""), "own")
+    from evaluator.backends import LABELS
+
+    backend = LABELS.get(str(report.get("backend") or ""), "own")
     share = float(report["share"])
     figure = f"{share:.2%}" if share >= 0.0001 or share == 0 else f"{share:.1e}"
     return f"Your {backend} kernels do {figure} of the {report.get('basis') or 'time'}"

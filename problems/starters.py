@@ -8,15 +8,16 @@ run the reference's ops and then pass each output tensor through an elementwise 
 backend (a copy the user turns into real work), so a starter is correct and shows the structure
 of a kernel in that backend from its first submission: launch, indexing, the tail, dtypes.
 
-The backends are named as submissions name them (`Submission.Backend`), written out here because
-problems sit below submissions in the layers.
+Each backend's own kernel comes from its executor (evaluator/backends/), which says what the
+backend means everywhere.
 """
 
 import re
 
+from evaluator import backends
 from problems.models import Problem
 
-BACKENDS = ("cuda", "triton", "cpp", "torch")
+BACKENDS = backends.NAMES
 
 _MODEL_CLASS = re.compile(r"^class\s+Model\s*([(:])", re.MULTILINE)
 _MODEL_SUPER = re.compile(r"\bsuper\(\s*Model\s*,")
@@ -53,114 +54,6 @@ PASS_THROUGH_HEADER = """\
 # parameters' results.
 """
 
-CUDA_KERNEL = '''\
-import torch
-from torch.utils.cpp_extension import load_inline
-
-CUDA_SOURCE = r"""
-#include <torch/extension.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAStream.h>
-
-template <typename scalar_t>
-__global__ void pass_through_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ out,
-                                    int64_t n) {{
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {{
-        out[i] = x[i];  // your computation, one element per thread
-    }}
-}}
-
-torch::Tensor pass_through(torch::Tensor x) {{
-    TORCH_CHECK(x.is_cuda(), "pass_through takes a CUDA tensor");
-    auto input = x.contiguous();
-    auto out = torch::empty_like(input);
-    int64_t n = input.numel();
-    if (n == 0) return out;
-    const int threads = 256;
-    const int64_t blocks = (n + threads - 1) / threads;
-    auto stream = c10::cuda::getCurrentCUDAStream();  // the stream the judge times
-    AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, input.scalar_type(),
-                               "pass_through", [&] {{
-        pass_through_kernel<scalar_t><<<blocks, threads, 0, stream>>>(
-            input.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), n);
-    }});
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return out;
-}}
-"""
-
-extension = load_inline(
-    name="{name}",
-    cpp_sources="torch::Tensor pass_through(torch::Tensor x);",
-    cuda_sources=CUDA_SOURCE,
-    functions=["pass_through"],
-    verbose=False,
-)
-pass_through = extension.pass_through
-'''
-
-CPP_KERNEL = '''\
-import torch
-from torch.utils.cpp_extension import load_inline
-
-CPP_SOURCE = r"""
-#include <torch/extension.h>
-
-torch::Tensor pass_through(torch::Tensor x) {{
-    TORCH_CHECK(x.device().is_cpu(), "pass_through takes a CPU tensor");
-    auto input = x.contiguous();
-    auto out = torch::empty_like(input);
-    const int64_t n = input.numel();
-    AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, input.scalar_type(),
-                               "pass_through", [&] {{
-        const scalar_t* in = input.data_ptr<scalar_t>();
-        scalar_t* o = out.data_ptr<scalar_t>();
-        for (int64_t i = 0; i < n; ++i) {{
-            o[i] = in[i];  // your computation, element by element
-        }}
-    }});
-    return out;
-}}
-"""
-
-extension = load_inline(
-    name="{name}",
-    cpp_sources=CPP_SOURCE,
-    functions=["pass_through"],
-    extra_cflags=["-O3"],
-    verbose=False,
-)
-pass_through = extension.pass_through
-'''
-
-TRITON_KERNEL = """\
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def pass_through_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n  # the tail: the last block may reach past the end
-    x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x, mask=mask)  # your computation, a block at a time
-
-
-def pass_through(x: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    out = torch.empty_like(x)
-    n = x.numel()
-    if n:
-        BLOCK = 1024
-        pass_through_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK)
-    return out
-"""
-
-KERNELS = {"cuda": CUDA_KERNEL, "cpp": CPP_KERNEL, "triton": TRITON_KERNEL}
-LABELS = {"cuda": "CUDA", "cpp": "C++", "triton": "Triton", "torch": "PyTorch"}
-
 MODEL_NEW = '''
 
 def _pass_through_all(value):
@@ -194,10 +87,11 @@ def starter_source(*, problem: Problem, backend: str) -> str:
         raise StarterError(
             f"The reference of {problem.slug} defines no class Model.", code="no_model"
         )
-    if backend == "torch":
+    executor = backends.get(backend)
+    if executor.starter_kernel is None:  # plain PyTorch: the reference's ops are the start
         return TORCH_HEADER.format(slug=problem.slug) + _renamed(reference, "ModelNew")
-    header = PASS_THROUGH_HEADER.format(label=LABELS[backend], slug=problem.slug)
-    kernel = KERNELS[backend].format(name=_extension_name(problem, backend))
+    header = PASS_THROUGH_HEADER.format(label=executor.label, slug=problem.slug)
+    kernel = executor.starter_kernel.format(name=_extension_name(problem, backend))
     return (
         header
         + "\n"

@@ -19,6 +19,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # (must come after the environment variable above)
 
+from evaluator import backends
 from evaluator import flags as flag_kinds
 
 # Test and offline switch: a JSON file of canned answers, handed to litellm's own
@@ -361,12 +362,7 @@ class ModelNew(nn.Module):
         return scale_add(x, bias, self.scale)
 '''
 
-BACKEND_WORDS = {
-    "cuda": "custom CUDA kernels, compiled inline with torch.utils.cpp_extension.load_inline",
-    "triton": "custom Triton kernels (@triton.jit)",
-    "cpp": "custom C++ code, compiled inline with torch.utils.cpp_extension.load_inline",
-    "torch": "faster PyTorch code (fused or cheaper operations, better memory layouts)",
-}
+BACKEND_WORDS = {backend.name: backend.summary for backend in backends.BACKENDS.values()}
 
 
 def build_prompt(*, reference_source: str, backend: str, prompt_style: str) -> str:

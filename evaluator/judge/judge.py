@@ -32,14 +32,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from evaluator import EVALUATOR_VERSION
+from evaluator import EVALUATOR_VERSION, backends
 from evaluator.errors import is_oom, short_message, signal_name, unavailable_reason
 from evaluator.judge.gate import DeviceGate
 from evaluator.process import LogCapture, apply_limits, resolve_limits
 
 REFERENCE_MODULE = "kb_reference"
 # Backends whose source builds an extension when it is loaded (torch.utils.cpp_extension).
-COMPILED_BACKENDS = ("cuda", "cpp")
 # What a source that builds an extension names, whatever backend it was submitted as.
 EXTENSION_WORDS = ("cpp_extension", "load_inline")
 # The worker's main loop serving the probing worker (probe.py), imported under its own name.
@@ -327,7 +326,7 @@ def load_holds_device(job: dict) -> bool:
     and its model's construction may launch device work): yes, unless the load builds an
     extension the build cache does not hold (a cold build keeps the host a minute or more, and
     no other evaluation's timing should wait that long), or the job only compiles."""
-    builds = job["backend"] in COMPILED_BACKENDS or any(
+    builds = backends.get(job["backend"]).builds_extension or any(
         word in job["candidate_source"] for word in EXTENSION_WORDS)
     return job.get("mode") != "compile" and not (builds and not job.get("build_cached"))
 
@@ -387,6 +386,12 @@ class Judge:
         self.echo: Any = None  # judge_clock.Echo
         self.local_path: Any = None
         self.reference: Any = None  # the problem's module, loaded here
+        # Set by the phases in order (_load_reference, _load_candidate): the seeds, the
+        # reference's init inputs and model, the load request the workers were sent.
+        self.seeds: dict[str, Any] = {}
+        self.init_inputs: Any = None
+        self.ref_model: Any = None
+        self.load_request: dict[str, Any] = {}
         self.checks: dict[str, Any] = self.result["checks"]
         self.gate = DeviceGate(job.get("gate_dir"), sync=self._synchronize,
                                deadline=self.deadline)
@@ -494,38 +499,54 @@ class Judge:
             self.flag("problem_size_changed", {"constants": changed})
 
     def _evaluate(self) -> None:
-        job = self.job
-        device, precision = self.device, job["precision"]
+        """The evaluation's phases, in order. Each leaves what the next needs on the judge."""
         self._static_report()
-        # Start the worker first: its interpreter start and torch import overlap ours.
-        self.worker = self.start_worker(device, job["limits"], job["log_limit"],
+        self._start_workers()
+        self._load_reference()
+        self._await_worker_and_calibrate()
+        self._load_candidate()
+        if self.job.get("mode") == "compile":
+            # Build (and cache) only: lets a runner compile ahead on CPU cores while the GPU
+            # serves another evaluation. Not an evaluation, so not one of its verdicts.
+            self.result["verdict"] = "compiled"
+            return
+        profile_request = self._profile_request()
+        early = self._check_correctness(profile_request)
+        if not self.job.get("measure", True):
+            self._final_state()
+            self.result["verdict"] = "correct"
+            return
+        self._time()
+        self._profile_and_final_checks(profile_request, early=early)
+        self.result["verdict"] = "correct"
+
+    def _start_workers(self) -> None:
+        """The worker first: its interpreter start and torch import overlap ours. And the
+        profiling worker, where the profiled call has a process of its own."""
+        job = self.job
+        self.worker = self.start_worker(self.device, job["limits"], job["log_limit"],
                                         self.workdir / "worker")
-        if job.get("profile_process") and job.get("mode") != "compile" and job.get("measure",
-                                                                                  True):
-            handle = self.start_worker(device, job["limits"], job["log_limit"],
+        if (job.get("profile_process") and job.get("mode") != "compile"
+                and job.get("measure", True)):
+            handle = self.start_worker(self.device, job["limits"], job["log_limit"],
                                        self.workdir / "profiler")
             self.profiler = Profiler(handle, warm_posted=bool(
                 getattr(handle, "profiler_warm_posted", False)),
                 patience_s=job["profiler_patience_s"])
-
         # Another evaluation's timing on this device stops these processes (gate.py).
         self.gate.candidates([h.proc.pid for h in (self.worker, self.profiler and
                                                    self.profiler.handle) if h is not None],
                              cgroup=self.worker.cgroup)
 
+    def _load_reference(self) -> None:
+        """The environment, every seed (derived from the server's), the reference module and
+        its init inputs: all the judge's own, before the candidate's code has run anywhere."""
         import torch
 
         from evaluator import environment
-        from evaluator.judge import exploits
-        from evaluator.loading import (
-            build_model,
-            derive_seed,
-            make_init_inputs,
-            module_from_source,
-            source_hash,
-        )
-        from evaluator.worker.probe import describe
+        from evaluator.loading import derive_seed, make_init_inputs, module_from_source, source_hash
 
+        job, device = self.job, self.device
         if device != "cpu" and not torch.cuda.is_available():
             raise Verdict("harness_error", f"device {device} requested but CUDA is not available")
         self.result["environment"] = environment.collect(device)
@@ -534,12 +555,11 @@ class Judge:
             "candidate": source_hash(job["candidate_source"]),
         }
         seed = job["seed"]
-        n = job["n_trials"]
         n_sets = max(1, int(job["timing"].get("sets", 3)))
-        seeds = {
+        self.seeds = {
             "server": seed,
             "init": derive_seed(seed, "init"),
-            "trials": [derive_seed(seed, "trial", k) for k in range(1, n + 1)],
+            "trials": [derive_seed(seed, "trial", k) for k in range(1, job["n_trials"] + 1)],
             "timing": [derive_seed(seed, "timing", j) for j in range(n_sets)],
             # Inputs the judge alone uses (output shapes, costs), and the checks' own draws.
             "probe": derive_seed(seed, "probe"),
@@ -547,11 +567,10 @@ class Judge:
             # The set the profiling process draws for its calls (judge.Profiler).
             "profile": derive_seed(seed, "profile"),
         }
-        self.result["seeds"] = seeds
+        self.result["seeds"] = self.seeds
         try:
-            reference = module_from_source(job["reference_source"], REFERENCE_MODULE)
-            self.reference = reference
-            init_inputs = make_init_inputs(reference, seeds["init"])
+            self.reference = module_from_source(job["reference_source"], REFERENCE_MODULE)
+            self.init_inputs = make_init_inputs(self.reference, self.seeds["init"])
         except Exception as exc:
             reason = unavailable_reason(exc)
             if reason:
@@ -559,38 +578,44 @@ class Judge:
             raise Verdict("harness_error", f"the reference failed to load: {short_message(exc)}",
                           traceback=traceback.format_exc(limit=-5)) from None
 
-        # Worker ready?
+    def _await_worker_and_calibrate(self) -> None:
         reply, _ = self.worker.request(None, deadline=self.deadline, phase="start")
         self.add_phase_time("worker_start", time.perf_counter() - self.worker.started)
         if isinstance(reply.get("limits"), dict):
             self.result["environment"]["worker_rlimits"] = reply["limits"]
-        if job.get("measure", True) and job.get("mode") != "compile":
+        if self.job.get("measure", True) and self.job.get("mode") != "compile":
             t_cal = time.perf_counter()
             with self.gate.shared():
-                self._calibrate(reference, seeds)
+                self._calibrate(self.reference, self.seeds)
             self.add_phase_time("calibration", time.perf_counter() - t_cal)
 
-        # Compile / load the candidate (the worker does it while we build the reference).
+    def _load_candidate(self) -> None:
+        """The worker compiles and loads the candidate while the judge builds the reference
+        model and prepares its checks; then what the load saw is held to what was sent."""
+        from evaluator.loading import build_model
+
+        job, seeds = self.job, self.seeds
         self.phase("compiling")
         t0 = time.perf_counter()
-        load = {"cmd": "load", "source": job["candidate_source"], "backend": job["backend"],
-                "precision": precision, "init_seed": seeds["init"],
-                "build_dir": self.worker.build_dir if self.worker.jailed else job["build_dir"]}
+        self.load_request = {
+            "cmd": "load", "source": job["candidate_source"], "backend": job["backend"],
+            "precision": job["precision"], "init_seed": seeds["init"],
+            "build_dir": self.worker.build_dir if self.worker.jailed else job["build_dir"]}
         # Loading is a step on the device like a trial (load_holds_device), held shared until
         # the worker has replied, its device synchronised.
         gated_load = load_holds_device(job)
         with self.gate.shared() if gated_load else contextlib.nullcontext():
-            self.worker.post(load, init_inputs, phase="compile")
+            self.worker.post(self.load_request, self.init_inputs, phase="compile")
             with contextlib.nullcontext() if gated_load else self.gate.shared():
                 try:
-                    ref_model = build_model(reference.Model, init_inputs, seeds["init"], device,
-                                            precision)
+                    self.ref_model = build_model(self.reference.Model, self.init_inputs,
+                                                 seeds["init"], self.device, job["precision"])
                 except Exception as exc:
                     raise Verdict("harness_error", f"the reference model failed to build: "
                                   f"{short_message(exc)}") from None
                 if job.get("mode") != "compile":
                     t_prep = time.perf_counter()
-                    self._prepare_checks(reference, ref_model, seeds)
+                    self._prepare_checks(self.reference, self.ref_model, seeds)
                     self._note_memory("checks prepared")
                     self._release_cached_memory()
                     self.add_phase_time("checks", time.perf_counter() - t_prep)
@@ -605,39 +630,41 @@ class Judge:
         }
         if not reply.get("ok"):
             raise self._failure(reply)
+        if job.get("mode") != "compile":
+            self._check_what_the_load_saw(reply)
 
-        if job.get("mode") == "compile":
-            # Build (and cache) only: lets a runner compile ahead on CPU cores while the GPU
-            # serves another evaluation. Not an evaluation, so not one of its verdicts.
-            self.result["verdict"] = "compiled"
-            return
+    def _check_what_the_load_saw(self, reply: dict) -> None:
+        from evaluator.judge import exploits
+        from evaluator.worker.probe import describe
 
         probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
         # The model must be built from the judge's init inputs (sizes are the reference's).
-        if probe.get("init_inputs") != describe(init_inputs):
+        if probe.get("init_inputs") != describe(self.init_inputs):
             self.flag("problem_size_changed", {"init_inputs_seen": probe.get("init_inputs"),
-                                               "init_inputs_sent": describe(init_inputs)})
+                                               "init_inputs_sent": describe(self.init_inputs)})
         self.flag_all(*exploits.state_flags(probe))
 
-        # Correctness, each trial an untimed step; where its profiler is up, the profiling
-        # process's calls run beside the trials, and the hold on the device spans them all until
-        # that process has replied and is gone (nothing of the candidate's is left running
-        # while anything is timed).
+    def _check_correctness(self, profile_request: dict | None) -> bool:
+        """Correctness, each trial an untimed step. Where its profiler is up, the profiling
+        process's calls run beside the trials, and the hold on the device spans them all until
+        that process has replied and is gone (nothing of the candidate's is left running while
+        anything is timed). Returns whether the profiled call was made here ("early")."""
+        from evaluator.judge import exploits
+
         self.phase("checking")
-        pattern = exploits.poison_pattern(seeds["checks"])
+        pattern = exploits.poison_pattern(self.seeds["checks"])
         left_running = exploits.LeftRunning()
         earlier_expected: list[Any] = []
-        profile_request = self._profile_request()
         early = (self.profiler is not None and profile_request is not None
                  and self.profiler.warm_now(self.deadline))
         with self.gate.shared() if early else contextlib.nullcontext():
             try:
                 if early:
-                    self.profiler.start_calls(load, init_inputs, profile_request,
-                                              self._profiler_draw())
-                for k in range(1, n + 1):
+                    self.profiler.start_calls(self.load_request, self.init_inputs,
+                                              profile_request, self._profiler_draw())
+                for k in range(1, self.job["n_trials"] + 1):
                     with contextlib.nullcontext() if early else self.gate.shared():
-                        self._trial(k, reference, ref_model, pattern, left_running,
+                        self._trial(k, self.reference, self.ref_model, pattern, left_running,
                                     earlier_expected)
                 if early:
                     t0 = time.perf_counter()
@@ -646,23 +673,23 @@ class Judge:
             finally:
                 if early:  # its device work ends before the device is let go
                     self.profiler.handle.end()
-        del earlier_expected
+        return bool(early)
 
-        if not job.get("measure", True):
-            self._final_state()
-            self.result["verdict"] = "correct"
-            return
-
-        # Timing: the same timed call for candidate and reference, on the same draws, on the
-        # same device, candidate then reference (judge_clock.py).
+    def _time(self) -> None:
+        """The same timed call for candidate and reference, on the same draws, on the same
+        device, candidate then reference (clock.py)."""
         self.phase("timing")
         t_timing = time.perf_counter()
-        rejecting = self._time_candidate_and_reference(reference, ref_model, seeds)
+        rejecting = self._time_candidate_and_reference(self.reference, self.ref_model,
+                                                       self.seeds)
         self.add_phase_time("timing", time.perf_counter() - t_timing)
         self.reject_if_needed(rejecting, "timed calls")
+
+    def _profile_and_final_checks(self, profile_request: dict | None, *, early: bool) -> None:
+        """Nothing is timed from here on (the runner lets the next evaluation's processes start
+        again): the profiled call if it was not made beside the trials, the worker's final
+        state, and the speed of light."""
         t_checks = time.perf_counter()
-        # Nothing is timed from here on (the runner lets the next evaluation's processes
-        # start again).
         self.phase("profiling")
         late = self.profiler is not None and profile_request is not None and not early
         if late:
@@ -674,18 +701,17 @@ class Judge:
         with self.gate.shared():
             if late:
                 t0 = time.perf_counter()
-                self.profiler.start_calls(load, init_inputs, profile_request,
+                self.profiler.start_calls(self.load_request, self.init_inputs, profile_request,
                                           self._profiler_draw())
                 self.profiler.collect(self.deadline)
                 self.add_phase_time("profile", time.perf_counter() - t0)
-            if late:  # the kernel is loaded there: gone before the device is let go
+                # The kernel is loaded there: gone before the device is let go.
                 self.profiler.handle.end()
             self._profile(profile_request,
                           beside_trials=early and self.profiler.failure is None)
             self._final_state()
         self._speed_of_light()
         self.add_phase_time("checks", time.perf_counter() - t_checks)
-        self.result["verdict"] = "correct"
 
     def _trial(self, k: int, reference: Any, ref_model: Any, pattern: Any,
                left_running: Any, earlier_expected: list) -> None:
@@ -870,7 +896,7 @@ class Judge:
 
         if request is None:
             return
-        backend = self.job["backend"]
+        backend = backends.get(self.job["backend"])
         on_gpu = self.device != "cpu"
         t0 = time.perf_counter()
         reply = None
@@ -906,7 +932,7 @@ class Judge:
                 raise Verdict(failure.verdict, "the profiled call (one untimed call under the "
                               f"profiler) failed: {failure.error}", **failure.fields)
             error = str(reply.get("error") or "")[:500]
-            if backend != "torch":
+            if backend.claims_kernels:
                 # The worker could not make the call ("nothing to profile"): the kernel's own
                 # process may have been tampered with (tests/exploits: unjudged_backend), and a
                 # claim nobody checked never ranks.
@@ -918,9 +944,9 @@ class Judge:
         names = [str(n) for n in (kernels.get("cuda") or []) + (kernels.get("triton") or [])]
         if on_gpu:
             self.result["profile"] = exploits.kernel_profile(reply, names)
-        if backend == "torch":
+        if not backend.claims_kernels:
             return
-        report = exploits.backend_share(reply, backend, names, on_gpu)
+        report = exploits.backend_share(reply, backend.name, names, on_gpu)
         if not report.get("not_used"):
             report["evidence"] = self._backend_evidence(reply, kernels)
             report["not_used"] = not report["evidence"].get("ok", True)
@@ -942,7 +968,7 @@ class Judge:
 
         from evaluator.judge import evidence
 
-        backend, on_gpu = self.job["backend"], self.device != "cpu"
+        backend, on_gpu = backends.get(self.job["backend"]), self.device != "cpu"
         handle = self.worker
         build = handle.host_build_dir or self.job.get("build_dir") or str(
             self.workdir / "worker" / "build")
@@ -953,14 +979,14 @@ class Judge:
             own = (self.result.get("profile") or {}).get("candidate", {}).get("kernels") or []
             reported += [str(k["name"]) for k in own if k.get("own")][:40]
         try:
-            if backend in COMPILED_BACKENDS:
+            if backend.evidence == "extension":
                 if on_gpu:  # a CUDA kernel's name is in its extension (symbols, fatbin)
                     reported = [n for n in (kernels.get("cuda") or [])
                                 if any(n in r for r in reported)] or reported
                 return evidence.extension_evidence(
                     reported, worker_pid=handle.proc.pid, build_root=Path(build),
                     sandbox_root=handle.build_dir)
-            if backend == "triton":
+            if backend.evidence == "triton":
                 names = [n for n in (kernels.get("triton") or [])
                          if any(n == r or n in r for r in reported)]
                 return evidence.triton_evidence(
@@ -1071,36 +1097,52 @@ class Judge:
 
     def _time_candidate_and_reference(self, reference: Any, ref_model: Any,
                                       seeds: dict) -> list[str]:
-        """Times both sides call by call through the judge's loop (judge_clock.py): every
-        call's inputs drawn here and sent with it, the whole output back inside the judge's
-        interval and checked against the reference on the same draw; returns the rejecting
-        flags it raised."""
-        import torch
+        """Times both sides call by call through the judge's loop (clock.py): every call's
+        inputs drawn here and sent with it, the whole output back inside the judge's interval
+        and checked against the reference on the same draw; returns the rejecting flags it
+        raised."""
+        draw, summarize = self._timed_draws(reference, seeds)
+        attempts, records, outputs, late_reply, kept = self._timed_attempts(
+            ref_model, draw, summarize, n_sets=len(seeds["timing"]))
+        self._note_memory("timing", late_reply.get("memory_gb"))
+        self._record_timing(attempts, n_sets=len(seeds["timing"]))
+        return self._verify_timed_outputs(ref_model, draw, summarize, attempts, records,
+                                          outputs, late_reply, kept)
 
-        from evaluator.judge import exploits
-        from evaluator.judge.clock import TimingLoop, vouch
+    def _timed_draws(self, reference: Any, seeds: dict) -> tuple[Any, Any]:
+        """Every timed call's inputs, (set j, call k) -> tensors, all drawn by the judge: the
+        first call of each set from the timing seeds, later ones from a seed the worker never
+        holds; and how a timed output is summarised (sampled) for the later check."""
         from evaluator.loading import make_inputs
-        from evaluator.timing import flush_ms
         from evaluator.worker.probe import draw_inputs, summarize_output
 
-        job, device = self.job, self.device
-        on_gpu = device != "cpu"
-        cfg = dict(job["timing"])
+        device, precision = self.device, self.job["precision"]
         n_sets = len(seeds["timing"])
-        refresh_seed = derive_check_seed(seeds["checks"], 1)
+        later = draw_inputs(reference, derive_check_seed(seeds["checks"], 1), device, precision)
         sample_seed = derive_check_seed(seeds["checks"], 2)
-        later = draw_inputs(reference, refresh_seed, device, job["precision"])
 
         def draw(j: int, k: int) -> list:
             if k == 0 and j < n_sets:
-                return make_inputs(reference, seeds["timing"][j], device, job["precision"])
+                return make_inputs(reference, seeds["timing"][j], device, precision)
             return later(j, k)
 
         def summarize(out: Any) -> tuple[list[dict], Any]:
             return summarize_output(out, sample_seed)
 
+        return draw, summarize
+
+    def _timed_attempts(self, ref_model: Any, draw: Any, summarize: Any, *,
+                        n_sets: int) -> tuple[list[dict], list[dict], list[Any], dict, Any]:
+        """Candidate then reference, with the device to this evaluation alone (gate.py), until
+        the judge's clock vouches for the candidate's samples or TIMING_ATTEMPTS are spent.
+        Returns the attempts, the candidate's records and outputs, and the worker's reply to
+        "late" (what it kept) with its values."""
+        from evaluator.judge.clock import TimingLoop, vouch
+        from evaluator.timing import flush_ms
+
+        on_gpu = self.device != "cpu"
         ref_timer = self.ref_timer
-        one_flush = flush_ms(ref_timer.flush, device) if ref_timer.flush is not None else 0.0
+        one_flush = flush_ms(ref_timer.flush, self.device) if ref_timer.flush is not None else 0.0
         header = self._timed_call_header()
 
         def cand_call(inputs: list, flushes: int) -> tuple[dict, Any]:
@@ -1116,23 +1158,23 @@ class Judge:
         def loop(offset: int) -> TimingLoop:
             return TimingLoop(lambda j, k: draw(j + offset, k), n_sets, summarize,
                               sync=ref_timer.sync, one_flush_ms=one_flush, on_gpu=on_gpu,
-                              echo=self.echo, **cfg)
+                              echo=self.echo, **dict(self.job["timing"]))
 
         attempts: list[dict] = []
         records: list[dict] = []
         outputs: list[Any] = []
-        # Both sides timed with the device to this evaluation alone (gate.py).
         with self.gate.exclusive(), self._timing_threads():
             self.result["timing_window"] = [time.time(), None]  # shown beside others' steps
             try:
                 for attempt in range(TIMING_ATTEMPTS):
-                    cand_loop, ref_loop = loop(2 * attempt * n_sets), loop(2 * attempt * n_sets)
+                    offset = 2 * attempt * n_sets
+                    cand_loop, ref_loop = loop(offset), loop(offset)
                     cand = cand_loop.run(cand_call)
                     ref = ref_loop.run(ref_call)
                     report = vouch(cand, ref, self.round_trip, one_flush, on_gpu=on_gpu)
                     attempts.append({"cand": cand, "ref": ref, "report": report,
                                      "ref_records": ref.records, "ref_outputs": ref.outputs,
-                                     "offset": 2 * attempt * n_sets})
+                                     "offset": offset})
                     records += cand.records
                     outputs += cand.outputs
                     if report["confirmed"]:
@@ -1141,7 +1183,11 @@ class Judge:
                 self.result["timing_window"][1] = time.time()
             reply, kept = self.worker.request({"cmd": "late"}, deadline=self.deadline,
                                               phase="timing")
-        self._note_memory("timing", reply.get("memory_gb"))
+        return attempts, records, outputs, reply, kept
+
+    def _record_timing(self, attempts: list[dict], *, n_sets: int) -> None:
+        """The last attempt's medians, speedup and the clock's report on the result; the
+        samples unconfirmed by the judge's clock flagged."""
         last = attempts[-1]
         cand, ref, report = last["cand"], last["ref"], last["report"]
         cand_stats = {**cand.stats(), "input_sets": n_sets}
@@ -1171,7 +1217,15 @@ class Judge:
             self.flag(TIMING_UNCONFIRMED, {k: report.get(k) for k in (
                 "reason", "judge_median_ms", "reported_median_ms", "vouched_median_ms")})
 
-        # Every timed call's output, against the reference on the same (drawn) inputs.
+    def _verify_timed_outputs(self, ref_model: Any, draw: Any, summarize: Any,
+                              attempts: list[dict], records: list[dict], outputs: list[Any],
+                              reply: dict, kept: Any) -> list[str]:
+        """Every timed call's output, against the reference on the same (drawn) inputs; the
+        flags raised, and the rejecting ones returned."""
+        import torch
+
+        from evaluator.judge import exploits
+
         expected: dict[tuple[int, int], tuple[list[dict], Any]] = {}
         for a in attempts:
             for rec, sampled in zip(a["ref_records"], a["ref_outputs"], strict=True):
@@ -1188,7 +1242,7 @@ class Judge:
                     return None
                 with torch.no_grad():
                     out = ref_model(*draw(j, k))
-                ref_timer.sync()
+                self.ref_timer.sync()
                 expected[(j, k)] = summarize(out)
             return expected[(j, k)]
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator import launcher
+from evaluator import backends, launcher
 from evaluator.process import LogCapture, die_with_parent_preexec
 from evaluator.runner.buildcache import ENTRY_FILES, SLOT_MB, remove_tree
 
@@ -66,7 +66,7 @@ def spec_of(job: dict) -> dict[str, Any]:
         "log_limit": job["log_limit"],
         "build_dir": job["build_dir"],
         # The sandbox's environment for this job (scrubbed_env) depends on these.
-        "triton_interpret": job["backend"] == "triton" and job["device"] == "cpu",
+        "cpu_env": dict(backends.get(job["backend"]).cpu_env) if job["device"] == "cpu" else {},
         "gate_dir": job.get("gate_dir"),
         "profile_process": job.get("profile_process", job["device"] != "cpu"),
     }

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evaluator import EVALUATOR_VERSION, launcher
+from evaluator import EVALUATOR_VERSION, backends, launcher
 from evaluator.config import JobError, normalize_job
 from evaluator.errors import signal_name, truncate
 from evaluator.judge import gate
@@ -120,8 +120,8 @@ def scrubbed_env(job: dict, workdir: Path) -> dict[str, str]:
         **({"KB_HARNESS_CUDA_IPC": os.environ["KB_HARNESS_CUDA_IPC"]}
            if "KB_HARNESS_CUDA_IPC" in os.environ else {}),
     })
-    if job["backend"] == "triton" and job["device"] == "cpu":
-        env["TRITON_INTERPRET"] = "1"  # triton kernels run on the CPU through its interpreter
+    if job["device"] == "cpu":
+        env.update(backends.get(job["backend"]).cpu_env)
     return env
 
 

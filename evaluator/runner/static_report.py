@@ -13,6 +13,8 @@ import ast
 import re
 from typing import Any
 
+from evaluator import backends
+
 REPORT_VERSION = 1
 MAX_FINDINGS = 100
 
@@ -449,10 +451,9 @@ def analyze(source: str, *, reference_source: str | None = None,
             if re.search(regex, text):
                 v.add(f"text: {label}", label, line, severity, category)
     kernels = _kernel_usage(v)
-    if backend in ("cuda", "triton", "cpp"):
-        own = kernels["triton"] if backend == "triton" else kernels["cuda"] + kernels[
-            "load_inline_functions"]
-        if not own:
+    claimed = backends.BACKENDS.get(backend or "")
+    if claimed is not None and claimed.claims_kernels:
+        if not claimed.kernel_names(kernels):
             v.add("backend", f"claims {backend} but defines no {backend} kernel", 1, "high",
                   "pytorch fallback")
         for name in kernels["triton_never_referenced"]:

@@ -1,20 +1,20 @@
 import re
 
 from django import template
+from django.utils.html import json_script
 from django.utils.safestring import mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
+
+from evaluator import backends
 
 register = template.Library()
 
 # Stored values (verdicts, statuses, backends) as people read them. Anything not listed reads
 # with its underscores as spaces: "compile_error" -> "compile error".
 LABELS = {
-    "cuda": "CUDA",
-    "cpp": "C++",
-    "triton": "Triton",
-    "torch": "PyTorch",
+    **backends.LABELS,
     "fp32": "fp32",
     "fp16": "fp16",
     "bf16": "bf16",
@@ -35,8 +35,16 @@ def human(value) -> str:
 
 
 # Nothing is compiled for a plain PyTorch kernel: the judge's "compiling" step only loads it.
-# static/kbsite/live.js says the same while the page is live.
-UNCOMPILED_BACKENDS = ("torch",)
+# static/kbsite/live.js says the same while the page is live (label_table below).
+UNCOMPILED_BACKENDS = tuple(b.name for b in backends.BACKENDS.values() if not b.compiles)
+
+
+@register.simple_tag
+def label_table():
+    """The labels and the backends that compile nothing, for static/kbsite/labels.js: the
+    page's scripts read them from here instead of keeping a copy."""
+    return json_script({"labels": LABELS, "uncompiled": list(UNCOMPILED_BACKENDS)},
+                       "kb-labels")
 
 
 @register.filter

@@ -46,7 +46,9 @@
     var p = state.progress || {};
     if (state.status !== "running") { return ""; }
     if (p.type === "trial" && p.n) { return "trial " + p.k + " of " + p.n; }
-    if (p.phase === "compiling" && backend === "torch") { return "loading"; }
+    if (p.phase === "compiling" && window.kbCompiles && !window.kbCompiles(backend)) {
+      return "loading";
+    }
     if (p.phase) { return label(p.phase); }
     return "starting";
   }
