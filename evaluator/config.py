@@ -80,7 +80,7 @@ DEFAULT_LIMITS: dict[str, Any] = {
 DEFAULT_TIME_LIMIT_S = 600.0
 DEFAULT_N_TRIALS = 5
 DEFAULT_LOG_LIMIT = 64 * 1024  # bytes kept per stream (head and tail), with a marker between
-DEFAULT_PROFILER_PATIENCE_S = 30.0  # judge.Profiler: a wait for its process, each step
+DEFAULT_PROFILER_PATIENCE_S = 30.0  # workers.Profiler: a wait for its process, each step
 
 
 class JobError(ValueError):
@@ -141,7 +141,7 @@ def normalize_job(job: Job) -> Job:
     out["gate_dir"] = str(out["gate_dir"]) if out.get("gate_dir") else None
     out["memory_need_bytes"] = max(0, int(out.get("memory_need_bytes") or 0))
     out["device_memory_bytes"] = max(0, int(out.get("device_memory_bytes") or 0))
-    # The profiled call in a process of its own (judge.Profiler): on a GPU by default, where
+    # The profiled call in a process of its own (workers.Profiler): on a GPU by default, where
     # starting the profiler costs seconds; on the CPU the timed worker makes it (no CUPTI).
     value = out.get("profile_process")
     out["profile_process"] = (out["device"] != "cpu") if value is None else bool(value)

@@ -16,7 +16,7 @@ from problems.models import ProblemVersion, Validation
 GIB = 1 << 30
 # Two CUDA contexts (judge and worker), the L2 flush buffer, the allocators' slack.
 EVALUATION_OVERHEAD_BYTES = 3 * GIB
-# A profiling process beside the evaluation (judge.Profiler): a third CUDA context and its
+# A profiling process beside the evaluation (workers.Profiler): a third CUDA context and its
 # profiler's buffers; the set it draws, with the outputs of its calls, is one more peak.
 PROFILE_PROCESS_OVERHEAD_BYTES = 1 * GIB
 # A problem never validated on this hardware: assumed this large.

@@ -278,7 +278,7 @@ def enable(on: bool = True) -> None:
 # --- the launched process ---------------------------------------------------------------------
 
 def _prepare_worker(judge: Any, spec: dict[str, Any]) -> tuple[Any, Any]:
-    """Start the judge's worker now (and its profiling worker, judge.Profiler, whose device
+    """Start the judge's worker now (and its profiling worker, workers.Profiler, whose device
     profiler starts at once), and hand them to the judge when it asks for them.
 
     The judge starts its workers through the `start_worker` it is given, called as
@@ -287,7 +287,7 @@ def _prepare_worker(judge: Any, spec: dict[str, Any]) -> tuple[Any, Any]:
     only what is left to wait). Any other arguments get a new one, as without the pool.
     Returns that `start_worker` and the timed worker's handle, or (None, None).
     """
-    original = judge.WorkerHandle
+    from evaluator.judge.workers import WorkerHandle as original
     base = (spec["device"], spec["limits"], int(spec["log_limit"]))
     names = ["worker"] + (["profiler"] if spec.get("profile_process") else [])
     prepared: dict[Path, Any] = {}
@@ -378,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     if handle is not None:
         select.select([handle.channel.rfd], [], [], 600)
     judge.Events(args.event_fd).emit({"type": "spare_ready"})
-    return judge.main(judge_args, start_worker=start_worker or judge.WorkerHandle)
+    if start_worker is None:
+        return judge.main(judge_args)
+    return judge.main(judge_args, start_worker=start_worker)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@ arrive with it, the reply carries the whole output and the call's own timing, wh
 holds against its clock (judge_clock.py).
 
 Nothing starts this module as a program (`-m evaluator.worker.base`). The judge's
-WorkerHandle runs `python -c judge.WORKER_ENTRY`, that is probe.main: this module's `main` with
+WorkerHandle runs `python -c workers.WORKER_ENTRY`, that is probe.main: this module's `main` with
 probe.ProbeWorker in place of Worker, inside bubblewrap where the runner's jail decision says so
 (evaluator/launcher.py; unsandboxed only with KB_SANDBOX=off, acknowledged). The profiling worker
-on a GPU (judge.Profiler) starts the same way, and a runner that keeps a spare judge (pool.py)
+on a GPU (workers.Profiler) starts the same way, and a runner that keeps a spare judge (pool.py)
 starts both before their job arrives. Its stdout/stderr are the candidate's log, so the protocol
 uses dedicated pipes.
 """

@@ -564,7 +564,7 @@ class ProbeWorker(Worker):
             return {"ok": False, "verdict": "harness_error", "error": "nothing to profile"}, None
         inputs = self.sets[0]
         if header.get("warmup"):
-            # A profiling process (judge.Profiler) has not called the kernel yet: its first
+            # A profiling process (workers.Profiler) has not called the kernel yet: its first
             # call (Triton's compile or autotuning, lazy set-up) stays out of the profile.
             try:
                 with torch.no_grad():

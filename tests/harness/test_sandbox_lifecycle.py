@@ -154,7 +154,7 @@ def test_a_worker_whose_sandbox_fails_to_start_ends_at_once_not_at_the_time_limi
 
     from evaluator import launcher
     from evaluator.config import DEFAULT_LIMITS
-    from evaluator.judge.judge import Verdict, WorkerHandle
+    from evaluator.judge.workers import Verdict, WorkerHandle
     from evaluator.runner import jail
 
     fake = tmp_path / "bwrap"

@@ -235,7 +235,7 @@ def test_without_cuda_ipc_the_same_evaluation_goes_through_host_memory(monkeypat
 
 def test_ready_says_no_at_once_when_only_the_channels_own_frame_has_come(monkeypatch):
     """The judge asks whether its profiling worker has replied without waiting for it
-    (judge.Profiler.warm_now): the IPC probe's answer, which comes first, is not a reply."""
+    (workers.Profiler.warm_now): the IPC probe's answer, which comes first, is not a reply."""
     judge, worker, fds = _pair(monkeypatch)
     judge.send({"cmd": "profiler_warm"})  # the first message carries the probe
     header, _ = worker.recv()  # the worker answers the probe on the way...

@@ -1,0 +1,169 @@
+"""The judge's untimed checks after timing: the profiled call (does the claimed backend do
+the work, and where does the time go), the backend's evidence from outside the candidate's
+process, the worker's final state and the speed of light.
+
+A mixin of Judge (judge.py).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from evaluator import backends
+from evaluator.judge.workers import Verdict
+
+
+class ProfiledPhases:
+    def _profile_request(self) -> dict | None:
+        """The profiled call's request, or None where nothing is profiled (PyTorch on a CPU)."""
+        on_gpu = self.device != "cpu"
+        if self.job["backend"] == "torch" and not on_gpu:
+            return None
+        request: dict[str, Any] = {"cmd": "profile"}
+        if on_gpu:
+            request.update({"reference_source": self.job["reference_source"],
+                            "init_seed": self.result["seeds"].get("init"),
+                            "precision": self.job["precision"]})
+        return request
+
+    def _profiler_draw(self) -> dict:
+        """The set the profiling process draws for its calls: the problem's own inputs."""
+        return {"seed": self.result["seeds"]["profile"],
+                "reference_source": self.job["reference_source"],
+                "precision": self.job["precision"]}
+
+    def _profile(self, request: dict | None, *, beside_trials: bool = False) -> None:
+        """A separate, untimed call under the profilers: does the claimed backend do the work,
+        and where does the time go (the per-kernel table, candidate and reference)? Its reply
+        comes from the profiling process where there is one and it loaded the kernel; else the
+        timed worker makes the call now, on its first timing set."""
+        from evaluator.judge import exploits
+
+        if request is None:
+            return
+        backend = backends.get(self.job["backend"])
+        on_gpu = self.device != "cpu"
+        t0 = time.perf_counter()
+        reply = None
+        if self.profiler is not None:
+            replies = self.profiler.replies
+            facts: dict[str, Any] = {"warm_s": replies.get("warm", {}).get("warm_s"),
+                                     "beside_trials": beside_trials}
+            if replies.get("load", {}).get("ok") and replies.get("profile", {}).get("ok"):
+                reply = replies["profile"]
+                facts["process"] = "profiler"
+            else:  # the timed worker makes the call below, whose failure is the kernel's
+                failed = replies.get("profile") if replies.get("load", {}).get("ok") else (
+                    replies.get("load"))
+                facts["error"] = str((failed or {}).get("error") or self.profiler.failure
+                                     or "no reply")[:300]
+            self.checks["profiler"] = facts
+        if reply is None:
+            # The timed worker holds no inputs of its own: the judge draws the call's set.
+            from evaluator.loading import make_inputs
+
+            inputs = make_inputs(self.reference, self.result["seeds"]["profile"], self.device,
+                                 self.job["precision"])
+            reply, _ = self.worker.request(request, inputs, deadline=self.deadline,
+                                           phase="profiling")
+            del inputs
+        self.add_phase_time("profile", time.perf_counter() - t0)
+        if not reply.get("ok"):
+            if reply.get("verdict") != "harness_error":
+                # The kernel's own failure in an ordinary call on the problem's inputs: an
+                # honest kernel does not fail for being profiled, and one that did would leave
+                # its backend unjudged (tests/exploits: fails_when_profiled).
+                failure = self._failure(reply)
+                raise Verdict(failure.verdict, "the profiled call (one untimed call under the "
+                              f"profiler) failed: {failure.error}", **failure.fields)
+            error = str(reply.get("error") or "")[:500]
+            if backend.claims_kernels:
+                # The worker could not make the call ("nothing to profile"): the kernel's own
+                # process may have been tampered with (tests/exploits: unjudged_backend), and a
+                # claim nobody checked never ranks.
+                raise Verdict("harness_error", "the profiled call could not be made, so the "
+                              f"claimed backend could not be checked: {error}")
+            self.checks["backend"] = {"error": error}
+            return
+        kernels = (self.result.get("static_report") or {}).get("kernels") or {}
+        names = [str(n) for n in (kernels.get("cuda") or []) + (kernels.get("triton") or [])]
+        if on_gpu:
+            self.result["profile"] = exploits.kernel_profile(reply, names)
+        if not backend.claims_kernels:
+            return
+        report = exploits.backend_share(reply, backend.name, names, on_gpu)
+        if not report.get("not_used"):
+            report["evidence"] = self._backend_evidence(reply, kernels)
+            report["not_used"] = not report["evidence"].get("ok", True)
+        self.checks["backend"] = report
+        if report.get("not_used"):
+            self.flag("backend_not_used", {"share": report.get("share"),
+                                           "own_calls": report.get("own_calls"),
+                                           "evidence": (report.get("evidence") or {}
+                                                        ).get("missing")})
+        elif report.get("minor"):  # a note (flags.py), not an exploit
+            self.flag(exploits.BACKEND_SHARE_SMALL, {"share": report.get("share"),
+                                                     "own_calls": report.get("own_calls")})
+
+    def _backend_evidence(self, reply: dict, kernels: dict) -> dict[str, Any]:
+        """What the profiled call reported, held to what the judge sees from outside the
+        candidate's process (evidence.py): the timed worker's, which is still running and
+        loaded the same build as the profiling worker, if one made the call."""
+
+        from evaluator.judge import evidence
+
+        backend, on_gpu = backends.get(self.job["backend"]), self.device != "cpu"
+        handle = self.worker
+        build = handle.host_build_dir or self.job.get("build_dir") or str(
+            self.workdir / "worker" / "build")
+        if not build:
+            return {"ok": True, "skipped": "no build folder the judge can read"}
+        reported = [str(n) for n in reply.get("own_names") or [] if isinstance(n, str)][:40]
+        if on_gpu:  # the device kernels the profiler matched to the source's names
+            own = (self.result.get("profile") or {}).get("candidate", {}).get("kernels") or []
+            reported += [str(k["name"]) for k in own if k.get("own")][:40]
+        try:
+            if backend.evidence == "extension":
+                if on_gpu:  # a CUDA kernel's name is in its extension (symbols, fatbin)
+                    reported = [n for n in (kernels.get("cuda") or [])
+                                if any(n in r for r in reported)] or reported
+                return evidence.extension_evidence(
+                    reported, worker_pid=handle.proc.pid, build_root=Path(build),
+                    sandbox_root=handle.build_dir)
+            if backend.evidence == "triton":
+                names = [n for n in (kernels.get("triton") or [])
+                         if any(n == r or n in r for r in reported)]
+                return evidence.triton_evidence(
+                    names or reported, source_kernels=list(kernels.get("triton") or []),
+                    build_root=Path(build), on_gpu=on_gpu)
+        except Exception as exc:  # the evidence could not be read: say so, decide nothing
+            return {"ok": True, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        return {"ok": True}
+
+    def _final_state(self) -> None:
+        from evaluator.judge import exploits
+
+        reply, _ = self.worker.request({"cmd": "state"}, deadline=self.deadline, phase="checks")
+        state = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
+        self.checks["final_state"] = {k: state.get(k) for k in ("patched", "modes",
+                                                                "python_threads", "tasks")}
+        self.flag_all(*exploits.state_flags(state))
+
+    def _speed_of_light(self) -> None:
+        from evaluator.judge.speed_of_light import assess
+
+        job = self.job
+        cand = self.result.get("candidate") or {}
+        env = self.result.get("environment") or {}
+        report = assess(
+            self.checks.get("cost"), cand.get("median_ms"), precision=job["precision"],
+            peak_bandwidth_gbs=job.get("peak_bandwidth_gbs"), peak_tflops=job.get("peak_tflops"),
+            l2_bytes=int(env.get("l2_bytes") or 0),
+            l2_flushed=self.device == "cpu" or bool(job["timing"].get("flush_l2", True)),
+        )
+        self.checks["speed_of_light"] = report
+        if report.get("faster_than_light"):
+            self.flag("faster_than_light", {"candidate_ms": report.get("candidate_ms"),
+                                            "memory_bound_ms": report.get("memory_bound_ms")})
