@@ -72,7 +72,7 @@ DEFAULT_LIMITS: dict[str, Any] = {
     # quarter more), in MiB: the candidate's disk outside its build slot. Held in memory.
     "tmpfs_mb": 2048,
     # The memory of all of an evaluation's sandboxed processes together, tmpfs and memfd pages
-    # included (its cgroup's memory.max, where the runner can make one: jail.limit_job), in
+    # included (its cgroup's memory.max, where the runner can make one: limits.limit_job), in
     # MiB. "auto": three quarters of the host's memory.
     "memory_mb": _env_limit("KB_SANDBOX_MEMORY_MB", "auto"),
 }

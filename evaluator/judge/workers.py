@@ -47,7 +47,7 @@ class WorkerHandle:
             raise Verdict("harness_error", "no sandbox was configured for the candidate's "
                           "worker; refusing to run its code")
         self.jailed = launcher.sandboxed(decision)
-        self.cgroup: str | None = decision.get("cgroup") or None  # the evaluation's (jail.py)
+        self.cgroup: str | None = decision.get("cgroup") or None  # the evaluation's (limits.py)
         # Where the worker finds its build folder: the slot, as mounted inside the sandbox.
         self.build_dir: str | None = launcher.BUILD if self.jailed else None
         # And where the judge finds it on the host (evidence.py reads what was built there).

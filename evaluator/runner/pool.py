@@ -130,9 +130,9 @@ class Launch:
         self.job_w = self.ev_r = -1
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        from evaluator.runner import jail
+        from evaluator.runner import limits
 
-        jail.release(self.jail)  # its cgroup, and the slot's tmpfs before the folder goes
+        limits.release(self.jail)  # its cgroup, and the slot's tmpfs before the folder goes
         remove_tree(self.workdir)
 
 
@@ -141,7 +141,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
           entry: str | None = None) -> Launch:
     """Start the judge for `job` (normalized): a fresh working folder, a scrubbed environment,
     its own session, and death with the thread that starts it (PR_SET_PDEATHSIG)."""
-    from evaluator.runner import jail
+    from evaluator.runner import jail, limits
 
     spec = spec_of(job)
     workdir = Path(tempfile.mkdtemp(prefix="kbeval-"))
@@ -153,7 +153,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
         # The slot on a tmpfs of its own and the sandboxes in a cgroup of their own, where the
         # host allows (undone by Launch.discard). The tmpfs has a little room past SLOT_MB, so
         # that the runner's watch sees a slot grown past it and names it (sandbox.run_job).
-        decision = jail.limit_job(decision, job["limits"], name=workdir.name,
+        decision = limits.limit_job(decision, job["limits"], name=workdir.name,
                                   slot_mb=SLOT_MB + 16, slot_files=ENTRY_FILES * 5 + 1000)
     except BaseException:
         remove_tree(workdir)
@@ -187,7 +187,7 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
         for fd in (job_r, job_w, ev_r, ev_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        jail.release(decision)
+        limits.release(decision)
         remove_tree(workdir)
         raise
     os.close(job_r)

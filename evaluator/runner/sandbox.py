@@ -34,7 +34,7 @@ from evaluator.config import JobError, normalize_job
 from evaluator.errors import signal_name, truncate
 from evaluator.judge import gate
 from evaluator.process import oom_kill_count, parent_death_signal_available
-from evaluator.runner import buildcache, jail, pool
+from evaluator.runner import buildcache, jail, limits, pool
 from evaluator.types import Job, Result
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
@@ -552,7 +552,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
             if _kill_tagged(launch.token, uid=launch.jail.get("uid")) == 0:
                 break
             time.sleep(0.05)
-        cgroup_seen = jail.cgroup_stats(launch.jail.get("cgroup"))
+        cgroup_seen = limits.cgroup_stats(launch.jail.get("cgroup"))
         judge_log = {"stdout": launch.out_log.text(wait=1.0),
                      "stderr": launch.err_log.text(wait=1.0)}
         cache_outcome = "slot_over_limit" if slot_over else buildcache.keep(

@@ -17,7 +17,7 @@ import torch
 from evaluator import launcher
 from evaluator.process import apply_limits, resolve_limits
 from evaluator.protocol import JUDGE_MAX_HEADER, Channel, ProtocolError
-from evaluator.runner import jail, sandbox
+from evaluator.runner import jail, limits, sandbox
 
 
 @pytest.fixture
@@ -140,22 +140,22 @@ def test_a_dead_runners_slot_tmpfs_is_swept_and_a_live_ones_kept(tmp_path):
         workdir = Path(tempfile.mkdtemp(prefix="kbeval-"))
         slot = workdir / "slot"
         slot.mkdir()
-        if jail.mount_slot(slot, 4, None, 100):
+        if limits.mount_slot(slot, 4, None, 100):
             shutil.rmtree(workdir)
             pytest.skip("this runner cannot mount a tmpfs on a slot")
         if owner == "dead":
             dead = subprocess.Popen(["true"])
             dead.wait()
             start = "0"
-            (workdir / jail.OWNER_FILE).write_text(f"{dead.pid} {start}")
+            (workdir / limits.OWNER_FILE).write_text(f"{dead.pid} {start}")
         (slot / "object.o").write_bytes(b"o" * 1000)
         made.append((workdir, slot))
     try:
-        jail.sweep_stale_slots()
+        limits.sweep_stale_slots()
         (dead_dir, dead_slot), (live_dir, live_slot) = made
         assert not dead_dir.exists()
         assert (live_slot / "object.o").exists() and os.path.ismount(live_slot)
     finally:
         for workdir, slot in made:
-            jail.unmount_slot(slot)
+            limits.unmount_slot(slot)
             shutil.rmtree(workdir, ignore_errors=True)
