@@ -19,7 +19,7 @@ from evaluation import leases, scoring
 from evaluation.models import Runner
 from evaluator.errors import clean_text, truncate
 from evaluator.judge.gate import DeviceGate
-from evaluator.runner import sandbox
+from evaluator.runner import results, sandbox
 from evaluator.types import Job, Result
 from gpu_runner.sharing import sharing_fields
 from kbsite.live import publish, submission_group
@@ -168,11 +168,11 @@ def _stored_text(value) -> str:
 
 
 def _stored_json(value, default=None):
-    """A JSON field from the child, stored within sandbox.RESULT_FIELD_MAX_BYTES (cut with a
+    """A JSON field from the child, stored within results.RESULT_FIELD_MAX_BYTES (cut with a
     marker): the worker's replies reach these fields, and a row is served whole."""
     if value is None or value == {} or value == []:
         return default
-    return sandbox.cap_field(sandbox.json_safe(value))
+    return results.cap_field(results.json_safe(value))
 
 
 def _baseline_speedup(submission: Submission, mode: str, candidate_ms: float | None):

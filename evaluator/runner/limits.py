@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evaluator.runner import buildcache
+
 CGROUP_ROOT_ENV = "KB_CGROUP_ROOT"  # a cgroup v2 folder delegated to the runner (operator)
 _CONTROLLERS = ("memory", "pids")
 _MS_NOSUID, _MS_NODEV = 0x2, 0x4
@@ -343,3 +345,73 @@ def release(decision: dict[str, Any]) -> None:
     remove_cgroup(decision.get("cgroup"))
     if decision.get("slot_tmpfs"):
         unmount_slot(decision["slot"])
+
+
+def report(job: dict, decision: dict[str, Any], seen: dict[str, Any]) -> dict:
+    """What bound this evaluation's resources (docs/security.md, "Limits"), for its result."""
+    from evaluator.process import resolve_file_size_bytes
+
+    if decision.get("mode") != "bwrap":
+        return {"sandbox": False}
+    report = dict(decision.get("limits") or {"cgroup": False,
+                                             "reason": "no limits were set for this sandbox"})
+    if report.get("cgroup") and seen:
+        report["cgroup"] = {**report["cgroup"], **seen}
+    fsize = resolve_file_size_bytes(job["limits"])
+    report["file_size_mb"] = fsize // 2**20 if fsize else None
+    report["memfd_create"] = "allowed" if decision.get("allow_memfd") else "denied"
+    report["oom_score_adj"] = job["limits"].get("oom_score_adj", 1000)
+    return report
+
+
+def slot_over(launch: Any) -> bool:
+    """Whether the build slot of `launch` (a pool.Launch) has grown past its limit. Its own
+    tmpfs counts everything written there, files unlinked but kept open included; on the host's
+    disk the walk sees only named files, so the deleted files the sandbox's processes hold
+    open on the slot's file system are added."""
+    max_bytes = buildcache.SLOT_MB * buildcache.MB
+    if launch.jail.get("slot_tmpfs"):
+        try:
+            fs = os.statvfs(launch.slot)
+            if (fs.f_blocks - fs.f_bfree) * fs.f_frsize > max_bytes:
+                return True
+        except OSError:
+            pass
+    used, _, over = buildcache.usage(launch.slot, max_bytes=max_bytes,
+                                     max_files=buildcache.ENTRY_FILES * 5)
+    if over or launch.jail.get("slot_tmpfs") or launch.jail.get("mode") != "bwrap":
+        return over
+    return used + _held_deleted_bytes(launch) > max_bytes
+
+
+def _held_deleted_bytes(launch: Any) -> int:
+    """Bytes of deleted files on the slot's file system that the evaluation's processes (its
+    candidate uid's, else those carrying its token) still hold open."""
+    try:
+        device = os.stat(launch.slot).st_dev
+    except OSError:
+        return 0
+    uid = launch.jail.get("uid")
+    needle = f"KB_EVAL_TOKEN={launch.token}".encode()
+    seen: set[int] = set()
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if uid is not None:
+                if os.stat(f"/proc/{entry}").st_uid != uid:
+                    continue
+            else:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle not in f.read().split(b"\0"):
+                        continue
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    st = os.stat(f"/proc/{entry}/fd/{fd}")
+                    if st.st_nlink == 0 and st.st_dev == device and st.st_ino not in seen:
+                        seen.add(st.st_ino)
+                        total += max(st.st_size, st.st_blocks * 512)
+        except OSError:
+            continue
+    return total

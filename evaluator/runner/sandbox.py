@@ -15,9 +15,7 @@ ahead of their job, one per evaluation (pool.py). docs/security.md has the threa
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import os
 import select
 import shutil
@@ -26,6 +24,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from evaluator.errors import signal_name, truncate
 from evaluator.judge import gate
 from evaluator.process import oom_kill_count, parent_death_signal_available
 from evaluator.runner import buildcache, jail, limits, pool
+from evaluator.runner.results import cap_result, json_safe
 from evaluator.types import Job, Result
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
@@ -125,19 +125,6 @@ def scrubbed_env(job: dict, workdir: Path) -> dict[str, str]:
     return env
 
 
-def json_safe(value: Any) -> Any:
-    """Make the result storable as JSON anywhere (no NaN/inf, no tuples or odd types)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return str(value)
-
-
 def _base_result(job: dict | None) -> dict[str, Any]:
     return {
         "verdict": "harness_error",
@@ -195,124 +182,6 @@ def _kill_tagged(token: str, *, uid: int | None = None) -> int:
 # How util-linux `unshare --fork` reports a child killed by SIGKILL: it cannot re-raise that
 # signal on itself, so it exits with status 1 and this message instead.
 _UNSHARE_SIGKILL = "sigprocmask unblock failed"
-
-
-def _limits_report(job: dict, decision: dict[str, Any], seen: dict[str, Any]) -> dict:
-    """What bound this evaluation's resources (docs/security.md, "Limits"), for its result."""
-    from evaluator.process import resolve_file_size_bytes
-
-    if decision.get("mode") != "bwrap":
-        return {"sandbox": False}
-    report = dict(decision.get("limits") or {"cgroup": False,
-                                             "reason": "no limits were set for this sandbox"})
-    if report.get("cgroup") and seen:
-        report["cgroup"] = {**report["cgroup"], **seen}
-    fsize = resolve_file_size_bytes(job["limits"])
-    report["file_size_mb"] = fsize // 2**20 if fsize else None
-    report["memfd_create"] = "allowed" if decision.get("allow_memfd") else "denied"
-    report["oom_score_adj"] = job["limits"].get("oom_score_adj", 1000)
-    return report
-
-
-# What the runner keeps of a result, field by field (each top-level key): the worker's replies
-# end up there (its final state, its profile, its messages), and a stored row is served whole.
-RESULT_FIELD_MAX_BYTES = int(os.environ.get("KB_RESULT_FIELD_MAX_BYTES", str(256 * 1024)))
-TRUNCATED = "[... truncated: {n} bytes over the stored limit ...]"
-
-
-def _shrink(value: Any, max_str: int, max_items: int, depth: int = 0) -> Any:
-    if isinstance(value, str):
-        if len(value) <= max_str:
-            return value
-        return value[:max_str] + TRUNCATED.format(n=len(value) - max_str)
-    if depth > 32:
-        return TRUNCATED.format(n="nested")
-    if isinstance(value, list):
-        out = [_shrink(v, max_str, max_items, depth + 1) for v in value[:max_items]]
-        if len(value) > max_items:
-            out.append(TRUNCATED.format(n=f"{len(value) - max_items} items,"))
-        return out
-    if isinstance(value, dict):
-        items = list(value.items())
-        out = {str(k)[:max_str]: _shrink(v, max_str, max_items, depth + 1)
-               for k, v in items[:max_items]}
-        if len(items) > max_items:
-            out["__truncated__"] = TRUNCATED.format(n=f"{len(items) - max_items} keys,")
-        return out
-    return value
-
-
-def cap_field(value: Any, max_bytes: int = RESULT_FIELD_MAX_BYTES) -> Any:
-    """`value` (JSON-safe) within about `max_bytes` of JSON: long strings, lists and dicts cut
-    with a marker saying so, tighter each round until it fits."""
-    size = len(json.dumps(value))
-    if size <= max_bytes:
-        return value
-    max_str, max_items = max_bytes // 4, 1000
-    while max_str >= 16:
-        shrunk = _shrink(value, max_str, max_items)
-        if len(json.dumps(shrunk)) <= max_bytes:
-            return shrunk
-        max_str, max_items = max_str // 4, max(max_items // 4, 4)
-    return TRUNCATED.format(n=size)
-
-
-def cap_result(result: dict[str, Any]) -> dict[str, Any]:
-    """Each field of a (JSON-safe) result within RESULT_FIELD_MAX_BYTES."""
-    return {key: cap_field(value) for key, value in result.items()}
-
-
-def _slot_over(launch: pool.Launch) -> bool:
-    """Whether the evaluation's build slot has grown past its limit. Its own tmpfs counts
-    everything written there, files unlinked but kept open included; on the host's disk the
-    walk sees only named files, so the deleted files the sandbox's processes hold open on
-    the slot's file system are added."""
-    max_bytes = buildcache.SLOT_MB * buildcache.MB
-    if launch.jail.get("slot_tmpfs"):
-        try:
-            fs = os.statvfs(launch.slot)
-            if (fs.f_blocks - fs.f_bfree) * fs.f_frsize > max_bytes:
-                return True
-        except OSError:
-            pass
-    used, _, over = buildcache.usage(launch.slot, max_bytes=max_bytes,
-                                     max_files=buildcache.ENTRY_FILES * 5)
-    if over or launch.jail.get("slot_tmpfs") or launch.jail.get("mode") != "bwrap":
-        return over
-    return used + _held_deleted_bytes(launch) > max_bytes
-
-
-def _held_deleted_bytes(launch: pool.Launch) -> int:
-    """Bytes of deleted files on the slot's file system that the evaluation's processes (its
-    candidate uid's, else those carrying its token) still hold open."""
-    try:
-        device = os.stat(launch.slot).st_dev
-    except OSError:
-        return 0
-    uid = launch.jail.get("uid")
-    needle = f"KB_EVAL_TOKEN={launch.token}".encode()
-    seen: set[int] = set()
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if uid is not None:
-                if os.stat(f"/proc/{entry}").st_uid != uid:
-                    continue
-            else:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle not in f.read().split(b"\0"):
-                        continue
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    st = os.stat(f"/proc/{entry}/fd/{fd}")
-                    if st.st_nlink == 0 and st.st_dev == device and st.st_ino not in seen:
-                        seen.add(st.st_ino)
-                        total += max(st.st_size, st.st_blocks * 512)
-        except OSError:
-            continue
-    return total
 
 
 def _judge_died(job: dict, rc: int | None, stderr: str, oom_before: int | None) -> dict:
@@ -437,15 +306,22 @@ def _run_again_alone(job: dict, first: dict, left_s: float, emit: Callable[[dict
     return result
 
 
+@dataclass
+class _Watch:
+    """What the runner saw of a running judge: its result, or why it has none."""
+
+    result: Any = None  # what the judge sent as its result (a dict, unless it misbehaved)
+    done: bool = False  # a result came
+    last_progress: dict[str, Any] = field(default_factory=dict)
+    process_start_s: float | None = None  # the judge's first event
+    startup_s: float | None = None  # both processes up, torch imported, the reference loaded
+    timed_out: bool = False
+    slot_over: bool = False
+
+
 def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Result:
     limit = job["time_limit_s"]
     isolation, prefix = isolation_prefix(job["device"])
-    result: dict[str, Any] | None = None
-    last_progress: dict[str, Any] = {}
-    judge_log: dict[str, str] = {}
-    process_start_s: float | None = None
-    startup_s: float | None = None
-    timed_out = False
 
     def launch_for(spare: bool) -> pool.Launch:
         return pool.spawn(job, prefix=prefix, isolation=isolation, env_for=scrubbed_env,
@@ -463,135 +339,180 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
     # The owner's build of this exact source, if any, goes into the worker's fresh slot.
     cache_entry = buildcache.entry_for(job)
     cache_hit = buildcache.fill(launch.slot, cache_entry, uid=launch.jail.get("uid"))
-    cgroup_seen: dict[str, Any] = {}
     # A cached build loads in seconds, so the judge holds the device while it loads (judge.py).
     job["build_cached"] = cache_hit
-    slot_over = False
-    next_slot_check = time.monotonic()
     # The clock starts when the job is handed over (a spare may have waited long for it).
     t_spawn = time.monotonic()
     # The judge stops itself a little earlier, so that it can still report (with the logs).
     job["deadline_epoch"] = time.time() + limit - min(10.0, max(1.0, 0.1 * limit))
     oom_before = oom_kill_count()
-    proc = launch.proc
     try:
-        job_w, launch.job_w = launch.job_w, -1  # the sending thread closes it
-
-        def send_job() -> None:
-            try:
-                with os.fdopen(job_w, "wb") as f:
-                    f.write(json.dumps(job).encode())
-            except OSError:
-                pass
-
-        threading.Thread(target=send_job, daemon=True).start()
+        _send_job(launch, job)
         # The next evaluation's processes start now, next to this one, and are stopped while
         # this one is timed (pool.py).
         pool.POOL.refill(lambda: launch_for(True))
-
-        deadline = t_spawn + limit
-        buf = b""
-        with os.fdopen(launch.ev_r, "rb", buffering=0) as events:
-            launch.ev_r = -1  # owned by `events` now
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    timed_out = True
-                    break
-                if time.monotonic() >= next_slot_check:
-                    next_slot_check = time.monotonic() + 1.0
-                    slot_over = _slot_over(launch)
-                    if slot_over:
-                        break
-                ready, _, _ = select.select([events], [], [], min(left, 1.0))
-                if not ready:
-                    continue
-                chunk = events.read(65536)
-                if not chunk:
-                    break  # the judge closed its end: finished or died
-                buf += chunk
-                while b"\n" in buf and result is None:
-                    line, buf = buf.split(b"\n", 1)
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        continue
-                    if not isinstance(event, dict) or event.get("type") == "spare_ready":
-                        continue
-                    if event.get("type") == "result":
-                        result = event.get("result")
-                        break
-                    if process_start_s is None:
-                        process_start_s = time.monotonic() - t_spawn
-                    if startup_s is None and event.get("phase") == "compiling":
-                        # Both processes up, torch imported, the reference loaded.
-                        startup_s = time.monotonic() - t_spawn
-                    if event.get("type") in ("phase", "trial"):
-                        last_progress[event["type"]] = event
-                    if event.get("phase") == "timing":
-                        pool.POOL.pause()
-                    elif event.get("phase") == "profiling":
-                        # The timing is over; the spare gets ready during the untimed checks
-                        # after it (on a GPU the profiled call takes seconds).
-                        pool.POOL.resume()
-                    emit(event)
-                if result is not None:
-                    break  # the judge has said all; what is left of the tree goes below
+        watch = _watch(launch, emit, t_spawn=t_spawn, deadline=t_spawn + limit)
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
         t_cleanup = time.monotonic()
-        launch.kill_group()
-        try:
-            rc = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            rc = None
-        # Until nothing of the evaluation is left, before the slot is read: its sandbox's
-        # processes die with their pid namespace, asynchronously. They are recognised by the
-        # candidate's own uid (which they cannot change) where it has one, else by the
-        # evaluation's token in their environment (which a process could overwrite).
-        for _ in range(100):
-            if _kill_tagged(launch.token, uid=launch.jail.get("uid")) == 0:
-                break
-            time.sleep(0.05)
-        cgroup_seen = limits.cgroup_stats(launch.jail.get("cgroup"))
-        judge_log = {"stdout": launch.out_log.text(wait=1.0),
-                     "stderr": launch.err_log.text(wait=1.0)}
-        cache_outcome = "slot_over_limit" if slot_over else buildcache.keep(
+        rc, cgroup_seen, judge_log = _end_tree(launch)
+        cache_outcome = "slot_over_limit" if watch.slot_over else buildcache.keep(
             launch.slot, cache_entry)
     finally:
         pool.POOL.resume()
         launch.discard()
 
-    if slot_over:
+    result = _outcome(job, watch, rc, judge_log, oom_before)
+    env = result.get("environment") or {}
+    env["sandbox"] = _sandbox_facts(job, launch, isolation=isolation, spare_ready=spare_ready,
+                                    build_cache={"hit": cache_hit, "outcome": cache_outcome})
+    env["limits"] = limits.report(job, launch.jail, cgroup_seen)
+    result["environment"] = env
+    phases = result.get("phases") or {}
+    if watch.process_start_s is not None:
+        phases["process_start"] = watch.process_start_s
+    if watch.startup_s is not None:
+        phases["startup"] = watch.startup_s
+    phases["cleanup"] = time.monotonic() - t_cleanup
+    phases["total"] = time.monotonic() - t_begin
+    result["phases"] = phases
+    result["correct"] = result.get("verdict") == "correct"
+    return cap_result(json_safe(result))
+
+
+def _send_job(launch: pool.Launch, job: dict) -> None:
+    """The job, written to the judge from a thread of its own (a large job fills the pipe)."""
+    job_w, launch.job_w = launch.job_w, -1  # the sending thread closes it
+
+    def send_job() -> None:
+        try:
+            with os.fdopen(job_w, "wb") as f:
+                f.write(json.dumps(job).encode())
+        except OSError:
+            pass
+
+    threading.Thread(target=send_job, daemon=True).start()
+
+
+def _watch(launch: pool.Launch, emit: Callable[[dict], None], *, t_spawn: float,
+           deadline: float) -> _Watch:
+    """The judge's events until its result, its end, the time limit or a slot grown past its
+    limit (checked once a second). Progress is passed on; the spare is stopped while this
+    evaluation is timed."""
+    watch = _Watch()
+    next_slot_check = time.monotonic()
+    buf = b""
+    with os.fdopen(launch.ev_r, "rb", buffering=0) as events:
+        launch.ev_r = -1  # owned by `events` now
+        while not watch.done:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                watch.timed_out = True
+                break
+            if time.monotonic() >= next_slot_check:
+                next_slot_check = time.monotonic() + 1.0
+                watch.slot_over = limits.slot_over(launch)
+                if watch.slot_over:
+                    break
+            ready, _, _ = select.select([events], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = events.read(65536)
+            if not chunk:
+                break  # the judge closed its end: finished or died
+            buf += chunk
+            while b"\n" in buf and not watch.done:
+                line, buf = buf.split(b"\n", 1)
+                _take_event(watch, line, emit, t_spawn=t_spawn)
+    return watch
+
+
+def _take_event(watch: _Watch, line: bytes, emit: Callable[[dict], None], *,
+                t_spawn: float) -> None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return
+    if not isinstance(event, dict) or event.get("type") == "spare_ready":
+        return
+    if event.get("type") == "result":
+        watch.result = event.get("result")
+        watch.done = watch.result is not None
+        return
+    if watch.process_start_s is None:
+        watch.process_start_s = time.monotonic() - t_spawn
+    if watch.startup_s is None and event.get("phase") == "compiling":
+        watch.startup_s = time.monotonic() - t_spawn
+    if event.get("type") in ("phase", "trial"):
+        watch.last_progress[event["type"]] = event
+    if event.get("phase") == "timing":
+        pool.POOL.pause()
+    elif event.get("phase") == "profiling":
+        # The timing is over; the spare gets ready during the untimed checks after it (on a
+        # GPU the profiled call takes seconds).
+        pool.POOL.resume()
+    emit(event)
+
+
+def _end_tree(launch: pool.Launch) -> tuple[int | None, dict[str, Any], dict[str, str]]:
+    """Kill what is left of the evaluation, and wait until nothing is, before the slot is
+    read: its sandbox's processes die with their pid namespace, asynchronously. They are
+    recognised by the candidate's own uid (which they cannot change) where it has one, else by
+    the evaluation's token in their environment (which a process could overwrite). Returns
+    the judge's exit status, what its cgroup saw and the judge's own log."""
+    launch.kill_group()
+    try:
+        rc = launch.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        rc = None
+    for _ in range(100):
+        if _kill_tagged(launch.token, uid=launch.jail.get("uid")) == 0:
+            break
+        time.sleep(0.05)
+    cgroup_seen = limits.cgroup_stats(launch.jail.get("cgroup"))
+    judge_log = {"stdout": launch.out_log.text(wait=1.0), "stderr": launch.err_log.text(wait=1.0)}
+    return rc, cgroup_seen, judge_log
+
+
+def _outcome(job: dict, watch: _Watch, rc: int | None, judge_log: dict[str, str],
+             oom_before: int | None) -> dict[str, Any]:
+    """The judge's result, or the runner's verdict where it has none: the slot over its
+    limit, the time limit, or the judge's death."""
+    result = watch.result if isinstance(watch.result, dict) else None
+    if watch.slot_over:
         result = _base_result(job)
         result["verdict"] = "runtime_error"
         result["error"] = (f"the build folder grew past {buildcache.SLOT_MB} MiB (deleted files "
                            "still held open count too) or too many files; the evaluation was "
                            "stopped and nothing of it was kept")
-    elif timed_out:
+    elif watch.timed_out:
         result = _base_result(job)
         result["verdict"] = "timeout"
-        where = last_progress.get("phase", {}).get("phase", "starting")
-        if where == "checking" and "trial" in last_progress:
-            t = last_progress["trial"]
+        where = watch.last_progress.get("phase", {}).get("phase", "starting")
+        if where == "checking" and "trial" in watch.last_progress:
+            t = watch.last_progress["trial"]
             where += f", trial {t.get('k')} of {t.get('n')}"
-        result["error"] = f"the evaluation exceeded its time limit of {limit:g} s (during {where})"
-    elif not isinstance(result, dict):
+        result["error"] = (f"the evaluation exceeded its time limit of {job['time_limit_s']:g} s "
+                           f"(during {where})")
+    elif result is None:
         result = _judge_died(job, rc, judge_log.get("stderr", ""), oom_before)
-
-    base = _base_result(job)
-    for key, value in base.items():
+    for key, value in _base_result(job).items():
         result.setdefault(key, value)
-    env = result.get("environment") or {}
+    return result
+
+
+def _sandbox_facts(job: dict, launch: pool.Launch, *, isolation: str, spare_ready: bool,
+                   build_cache: dict[str, Any]) -> dict[str, Any]:
+    """How the evaluation was confined, for its result's environment."""
     jailed = launch.jail.get("mode") == "bwrap"
-    env["sandbox"] = {
-        # The candidate's sandbox (jail.py).
+    return {
+        # The candidate's sandbox (jail.py, launcher.py).
         "engine": "bubblewrap" if jailed else "none",
         "candidate_uid": launch.jail.get("uid") if jailed else None,
         "seccomp": jailed,
         "namespaces": (["mount", "pid", "network", "ipc", "uts", "cgroup"]
                        + (["user"] if launch.jail.get("uid") is None else [])) if jailed else [],
         "tmpfs_mb": job["limits"].get("tmpfs_mb") if jailed else None,
-        "build_cache": {"hit": cache_hit, "outcome": cache_outcome},
+        "build_cache": build_cache,
         "network_isolated": jailed,
         "pid_namespace": jailed,
         # The judge's own process (trusted) is started under `unshare` where the host allows.
@@ -599,7 +520,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
         "scrubbed_env": True,
         "fresh_workdir": True,
         "rlimits": dict(job["limits"]),
-        "time_limit_s": limit,
+        "time_limit_s": job["time_limit_s"],
         "parent_death_signal": parent_death_signal_available(),
         "prestarted": launch.spare,
         "prestarted_ready": spare_ready,
@@ -608,15 +529,3 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
         "launched_epoch": time.time() - (time.monotonic() - launch.spawned_at),
         "prestart_hits": pool.POOL.hits,
     }
-    env["limits"] = _limits_report(job, launch.jail, cgroup_seen)
-    result["environment"] = env
-    phases = result.get("phases") or {}
-    if process_start_s is not None:
-        phases["process_start"] = process_start_s
-    if startup_s is not None:
-        phases["startup"] = startup_s
-    phases["cleanup"] = time.monotonic() - t_cleanup
-    phases["total"] = time.monotonic() - t_begin
-    result["phases"] = phases
-    result["correct"] = result.get("verdict") == "correct"
-    return cap_result(json_safe(result))

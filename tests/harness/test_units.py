@@ -23,7 +23,8 @@ from evaluator.loading import (
 )
 from evaluator.process import LogCapture, resolve_limits
 from evaluator.protocol import Channel, ProtocolError
-from evaluator.runner.sandbox import json_safe, scrubbed_env
+from evaluator.runner.results import json_safe
+from evaluator.runner.sandbox import scrubbed_env
 from evaluator.timing import median_rel_err, summarize, time_callable
 
 from . import problems as p

@@ -17,7 +17,7 @@ import torch
 from evaluator import launcher
 from evaluator.process import apply_limits, resolve_limits
 from evaluator.protocol import JUDGE_MAX_HEADER, Channel, ProtocolError
-from evaluator.runner import jail, limits, sandbox
+from evaluator.runner import jail, limits, results
 
 
 @pytest.fixture
@@ -62,13 +62,13 @@ def test_the_judge_refuses_a_header_over_its_cap_and_grows_no_box_past_it(pair):
 
 def test_a_stored_field_is_cut_to_its_limit_with_a_marker():
     state = {"patched": ["torch.x" + "y" * 50] * 100_000, "modes": {"a": 1}, "note": "z" * 10**6}
-    capped = sandbox.cap_result({"checks": {"final_state": state}, "verdict": "correct"})
+    capped = results.cap_result({"checks": {"final_state": state}, "verdict": "correct"})
     assert capped["verdict"] == "correct"
     text = json.dumps(capped["checks"])
-    assert len(text) <= sandbox.RESULT_FIELD_MAX_BYTES and "truncated" in text
+    assert len(text) <= results.RESULT_FIELD_MAX_BYTES and "truncated" in text
     assert capped["checks"]["final_state"]["modes"] == {"a": 1}
     small = {"trials": [{"k": 1, "max_abs_diff": 0.0}]}
-    assert sandbox.cap_result(small) == small
+    assert results.cap_result(small) == small
 
 
 def test_the_sandbox_tmpfs_is_mounted_before_the_read_only_binds():
