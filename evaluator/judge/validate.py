@@ -15,7 +15,6 @@ method that times candidates.
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 import traceback
@@ -45,6 +44,8 @@ class _Stop(Exception):  # ends a validation early with what was found
 
 
 def run(job: dict, events: Any, workdir: Path) -> dict:
+    from evaluator.judge.baseline import measure_baseline
+
     single = measure_baseline if job.get("mode") == "baseline" else validate
     if not job.get("batch"):
         return single(job, events.emit)
@@ -234,6 +235,14 @@ class Validator:
         self.findings: list[dict] = []
         self.notes: list[dict] = []
         self.checks: dict[str, Any] = {}
+        # Set by the steps in order (_prepare, _load, _run_once, _check_rebuild).
+        self.seeds: dict[str, Any] = {}
+        self.memory: _Memory | None = None
+        self.module: Any = None
+        self.init_inputs: Any = None
+        self.model: Any = None
+        self.inputs_a: Any = None
+        self.out_a: Any = None
         self.result: dict[str, Any] = {
             "mode": "validate",
             "verdict": "validated",  # the validation ran; `status` says what it found
@@ -303,18 +312,23 @@ class Validator:
         return self.result
 
     def _run(self) -> None:
+        """The validation's steps, in order; each may stop it (_Stop) with what it found."""
+        self._prepare()
+        self._load()
+        self._run_once()
+        self._check_determinism()
+        self._check_rebuild()
+        self._check_outputs()
+        self.phase("timing")
+        self._time(self.model, self.module, self.seeds["timing"])
+
+    def _prepare(self) -> None:
         import torch
 
         from evaluator import environment
-        from evaluator.loading import (
-            build_model,
-            derive_seed,
-            make_init_inputs,
-            make_inputs,
-            module_from_source,
-        )
+        from evaluator.loading import derive_seed
 
-        job, device, precision = self.job, self.device, self.precision
+        device = self.device
         if device != "cpu" and not torch.cuda.is_available():
             self.result.update(
                 verdict="harness_error",
@@ -323,39 +337,48 @@ class Validator:
             )
             raise _Stop()
         self.result["environment"] = environment.collect(device)
-        seed = int(job["seed"])
-        n_sets = _set_count(job, 2)
-        seeds = {
+        seed = int(self.job["seed"])
+        n_sets = _set_count(self.job, 2)
+        self.seeds = {
             "server": seed,
             "init": derive_seed(seed, "init"),
             "a": derive_seed(seed, "validate", 0),
             "b": derive_seed(seed, "validate", 1),
             "timing": [derive_seed(seed, "timing", j) for j in range(n_sets)],
         }
-        self.result["seeds"] = seeds
-        memory = _Memory(device)
+        self.result["seeds"] = self.seeds
+        self.memory = _Memory(device)
+
+    def _load(self) -> None:
+        from evaluator.loading import build_model, make_init_inputs, module_from_source
 
         self.phase("loading")
         t0 = time.perf_counter()
         try:
-            module = module_from_source(job["reference_source"], REFERENCE_MODULE)
+            self.module = module_from_source(self.job["reference_source"], REFERENCE_MODULE)
         except BaseException as exc:  # whatever the file raises at import
             raise self.fail("was loaded", exc) from None
         try:
-            init_inputs = make_init_inputs(module, seeds["init"])
-            memory.reset()
-            model = build_model(module.Model, init_inputs, seeds["init"], device, precision)
+            self.init_inputs = make_init_inputs(self.module, self.seeds["init"])
+            self.memory.reset()
+            self.model = build_model(self.module.Model, self.init_inputs, self.seeds["init"],
+                                     self.device, self.precision)
         except BaseException as exc:
             raise self.fail("built its model", exc) from None
         self.result["phases"]["load"] = time.perf_counter() - t0
 
+    def _run_once(self) -> None:
+        """One call on the first input set: its peak memory, and outputs that are finite."""
+        from evaluator.loading import make_inputs
+
+        device = self.device
         self.phase("running")
         try:
-            inputs_a = make_inputs(module, seeds["a"], device, precision)
-            out_a = _call(model, inputs_a, device)
+            self.inputs_a = make_inputs(self.module, self.seeds["a"], device, self.precision)
+            self.out_a = _call(self.model, self.inputs_a, device)
         except BaseException as exc:
             raise self.fail("ran on its inputs", exc) from None
-        peak, how = memory.peak()
+        peak, how = self.memory.peak()
         self.result["peak_memory_bytes"] = peak
         self.checks["memory"] = {"peak_bytes": peak, "measured_as": how}
         if device != "cpu" and peak > SMALL_CARD_BYTES:
@@ -365,7 +388,7 @@ class Validator:
                 "fit on a 24 GB card, only on larger ones.",
             })
 
-        bad, total = _nonfinite(out_a)
+        bad, total = _nonfinite(self.out_a)
         self.checks["finite"] = {"nonfinite": bad, "elements": total}
         if bad:
             self.find(
@@ -375,12 +398,13 @@ class Validator:
             )
             raise _Stop()  # the comparisons below cannot tell anything apart with NaN in them
 
+    def _check_determinism(self) -> None:
         self.phase("checking determinism")
         try:
-            out_again = _call(model, inputs_a, device)
+            out_again = _call(self.model, self.inputs_a, self.device)
         except BaseException as exc:
             raise self.fail("ran a second time", exc) from None
-        same = self.agree(out_a, out_again)
+        same = self.agree(self.out_a, out_again)
         self.checks["repeat"] = _comparison(same)
         if not same["passed"]:
             self.find(
@@ -390,19 +414,23 @@ class Validator:
                 "state in forward (dropout left active, random noise), so a correct kernel "
                 "would fail or pass by chance.",
             )
-        del out_again
 
-        # Built again from the same seeds: the weights and the inputs must come out the same.
-        del model
+    def _check_rebuild(self) -> None:
+        """Built again from the same seeds: the weights and the inputs must come out the same."""
+        from evaluator.loading import build_model, make_inputs
+
+        seeds, device = self.seeds, self.device
+        self.model = None
         try:
-            rebuilt = build_model(module.Model, init_inputs, seeds["init"], device, precision)
-            inputs_a2 = make_inputs(module, seeds["a"], device, precision)
+            rebuilt = build_model(self.module.Model, self.init_inputs, seeds["init"], device,
+                                  self.precision)
+            inputs_a2 = make_inputs(self.module, seeds["a"], device, self.precision)
             out_rebuilt = _call(rebuilt, inputs_a2, device)
         except BaseException as exc:
             raise self.fail("was built again from the same seed", exc) from None
-        model = rebuilt
-        same_inputs = _same_value(inputs_a, inputs_a2)
-        same = self.agree(out_a, out_rebuilt)
+        self.model = rebuilt
+        same_inputs = _same_value(self.inputs_a, inputs_a2)
+        same = self.agree(self.out_a, out_rebuilt)
         self.checks["rebuild"] = {**_comparison(same), "same_inputs": same_inputs}
         if not same_inputs or not same["passed"]:
             what = "inputs" if not same_inputs else "outputs"
@@ -412,15 +440,19 @@ class Validator:
                 f"{what}. The problem depends on something besides the seed (the clock, "
                 "os.urandom, an unseeded generator), so its results cannot be reproduced.",
             )
-        del out_rebuilt, inputs_a2
+
+    def _check_outputs(self) -> None:
+        """A second input set: inputs that change with the seed, outputs finite, neither
+        degenerate nor insensitive to the inputs."""
+        from evaluator.loading import make_inputs
 
         self.phase("checking outputs")
         try:
-            inputs_b = make_inputs(module, seeds["b"], device, precision)
-            out_b = _call(model, inputs_b, device)
+            inputs_b = make_inputs(self.module, self.seeds["b"], self.device, self.precision)
+            out_b = _call(self.model, inputs_b, self.device)
         except BaseException as exc:
             raise self.fail("ran on a second input set", exc) from None
-        fixed = _same_value(inputs_a, inputs_b)
+        fixed = _same_value(self.inputs_a, inputs_b)
         self.checks["inputs_differ_by_seed"] = not fixed
         if fixed:
             self.find(
@@ -436,13 +468,9 @@ class Validator:
                 "The evaluator never accepts NaN, so no kernel could be judged correct.",
             )
             raise _Stop()
-        degenerate = self._check_degenerate(out_a, out_b)
+        degenerate = self._check_degenerate(self.out_a, out_b)
         if not fixed and not degenerate:
-            self._check_sensitivity(model, inputs_a, inputs_b, out_a, out_b)
-        del out_b
-
-        self.phase("timing")
-        self._time(model, module, seeds["timing"])
+            self._check_sensitivity(self.model, self.inputs_a, inputs_b, self.out_a, out_b)
 
     def _check_degenerate(self, out_a: Any, out_b: Any) -> bool:
         """Constant or near-zero outputs (over both input sets); True when either was found."""
@@ -564,108 +592,3 @@ def _why(result: dict) -> str:
 
 def validate(job: dict, emit) -> dict:
     return Validator(job, emit).run()
-
-
-# --- baseline ------------------------------------------------------------------------------------
-
-
-def measure_baseline(job: dict, emit) -> dict:
-    """Time the reference eager and under torch.compile (inductor, default mode)."""
-    import torch
-
-    from evaluator import environment
-    from evaluator.loading import (
-        build_model,
-        derive_seed,
-        make_init_inputs,
-        make_inputs,
-        module_from_source,
-    )
-    from evaluator.timing import summarize, time_callable
-
-    device, precision = job["device"], job["precision"]
-    modes = list(job.get("baseline_modes") or ("eager", "compile"))
-    result: dict[str, Any] = {
-        "mode": "baseline",
-        "verdict": "measured",
-        "eager": None,
-        "compile": None,
-        "errors": {},
-        "environment": {},
-        "phases": {},
-        "error": "",
-        "traceback": "",
-        "evaluator_version": EVALUATOR_VERSION,
-    }
-    if device != "cpu" and not torch.cuda.is_available():
-        result.update(verdict="harness_error", error=f"device {device} is not available here")
-        return result
-    if job.get("build_dir"):
-        # Compiled graphs outlive this process's fresh working folder, so a re-run is quick.
-        os.environ.setdefault(
-            "TORCHINDUCTOR_CACHE_DIR", str(Path(job["build_dir"]) / "inductor")
-        )
-    result["environment"] = environment.collect(device)
-    seed = int(job["seed"])
-    # measure=False compiles ahead: the graphs are built into the cache and nothing is timed.
-    warm_only = not job.get("measure", True)
-    n_sets = 1 if warm_only else _set_count(job, 3)
-    emit({"type": "phase", "phase": "loading"})
-    try:
-        module = module_from_source(job["reference_source"], REFERENCE_MODULE)
-        init_seed = derive_seed(seed, "init")
-        model = build_model(
-            module.Model, make_init_inputs(module, init_seed), init_seed, device, precision
-        )
-        sets = [
-            make_inputs(module, derive_seed(seed, "timing", j), device, precision)
-            for j in range(n_sets)
-        ]
-    except BaseException as exc:
-        unavailable = unavailable_reason(exc)
-        result.update(
-            verdict="problem_unavailable" if unavailable else "runtime_error",
-            error=unavailable or f"the reference failed to load: {short_message(exc)}",
-            traceback="".join(traceback.format_exception(exc))[-8000:],
-        )
-        return result
-
-    for mode in modes:
-        emit({"type": "phase", "phase": f"timing {mode}"})
-        started = time.perf_counter()
-        try:
-            if mode == "compile":
-                if warm_only:
-                    # Compiling ahead shares a busy device (judge.run_mode): Triton configs it
-                    # would pick by benchmarking there are not kept; the timed run, which has
-                    # the device alone, picks its own on its first call.
-                    import torch._inductor.config as inductor_config
-
-                    inductor_config.autotune_local_cache = False
-                fn = torch.compile(model)
-                # The first call compiles; its time is kept apart from the timed calls.
-                with torch.no_grad():
-                    fn(*sets[0])
-                if device != "cpu":
-                    torch.cuda.synchronize(device)
-                compile_s = time.perf_counter() - started
-            else:
-                fn, compile_s = model, None
-            if warm_only:
-                result[mode] = {"compile_s": compile_s}
-                result["phases"][mode] = time.perf_counter() - started
-                continue
-            stats = time_callable(fn, sets, device, **_timing_options(job))
-        except BaseException as exc:
-            result["errors"][mode] = short_message(exc)
-            continue
-        summary = summarize(stats["samples_ms"]) or {}
-        summary.update({k: stats[k] for k in ("stopped", "rel_err", "input_sets")})
-        if compile_s is not None:
-            summary["compile_s"] = compile_s
-        result[mode] = summary
-        result["phases"][mode] = time.perf_counter() - started
-    if not any(result[mode] for mode in modes):
-        result["verdict"] = "runtime_error"
-        result["error"] = "; ".join(f"{k}: {v}" for k, v in result["errors"].items())
-    return result
