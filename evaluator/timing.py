@@ -233,6 +233,29 @@ def time_callable(
     return stats
 
 
+def _warm_up(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]],
+             sync: Callable[[], None], *, warmup: int, warmup_ms: float,
+             max_reps: int) -> tuple[list[float], list[float]]:
+    """Untimed calls: at least `warmup`, and for at least `warmup_ms` (at most `max_reps`).
+    Returns each call's time to completion and its host time until it returned (its launch
+    cost, before synchronising)."""
+    warmup_samples: list[float] = []
+    launch: list[float] = []
+    warm_start = time.perf_counter()
+    i = 0
+    while i < max(0, int(warmup)) or (
+        (time.perf_counter() - warm_start) * 1e3 < warmup_ms and i < max_reps
+    ):
+        t0 = time.perf_counter()
+        out = fn(*input_sets[i % len(input_sets)])
+        launch.append((time.perf_counter() - t0) * 1e3)
+        sync()
+        warmup_samples.append((time.perf_counter() - t0) * 1e3)
+        del out
+        i += 1
+    return warmup_samples, launch
+
+
 def _timed_loop(
     fn: Callable[..., Any],
     input_sets: Sequence[Sequence[Any]],
@@ -254,30 +277,16 @@ def _timed_loop(
         if on_gpu:
             torch.cuda.synchronize(torch.device(device))
 
-    warmup_samples: list[float] = []
-    launch: list[float] = []  # host time until the call returns, before synchronising
     samples: list[float] = []
     wall: list[float] = []
     prefix: list[float] = []
     flushes = 0
     stopped = "max_reps"
     with torch.no_grad():
-        warm_start = time.perf_counter()
-        i = 0
-        while i < max(0, int(warmup)) or (
-            (time.perf_counter() - warm_start) * 1e3 < warmup_ms and i < max_reps
-        ):
-            t0 = time.perf_counter()
-            out = fn(*input_sets[i % n_sets])
-            launch.append((time.perf_counter() - t0) * 1e3)
-            sync()
-            warmup_samples.append((time.perf_counter() - t0) * 1e3)
-            del out
-            i += 1
+        warmup_samples, launch = _warm_up(fn, input_sets, sync, warmup=warmup,
+                                          warmup_ms=warmup_ms, max_reps=max_reps)
         if on_gpu:
-            pre_ev = torch.cuda.Event(enable_timing=True)
-            start_ev = torch.cuda.Event(enable_timing=True)
-            end_ev = torch.cuda.Event(enable_timing=True)
+            pre_ev, start_ev, end_ev = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             if flush is not None:
                 flushes = _flushes_to_cover(flush, statistics.median(launch) if launch else 0.0,
                                             pre_ev, start_ev, sync)

@@ -81,3 +81,27 @@ def test_only_the_launcher_builds_the_sandboxs_command_line():
         found += [f"{name}: {option}" for option in BWRAP_OPTIONS if f'"{option}"' in text]
     assert found == [], "bwrap options outside evaluator/launcher.py:\n" + "\n".join(found)
     assert all(f'"{option}"' in LAUNCHER.read_text() for option in BWRAP_OPTIONS)
+
+
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 600
+
+
+def test_the_evaluator_reads_in_small_pieces():
+    """No module of the evaluator over 600 lines and no function over 80: the trusted code is
+    read whole by whoever reviews a change to it."""
+    import ast
+
+    long_modules, long_functions = [], []
+    for path in sorted(EVALUATOR.rglob("*.py")):
+        text = path.read_text()
+        name = path.relative_to(REPO)
+        if text.count("\n") > MAX_MODULE_LINES:
+            long_modules.append(f"{name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{name}:{node.lineno} {node.name}: {lines} lines")
+    assert long_modules == [], "\n".join(long_modules)
+    assert long_functions == [], "\n".join(long_functions)

@@ -377,7 +377,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
 
     def _check_what_the_load_saw(self, reply: dict) -> None:
         from evaluator.judge import exploits
-        from evaluator.worker.probe import describe
+        from evaluator.samples import describe
 
         probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
         # The model must be built from the judge's init inputs (sizes are the reference's).

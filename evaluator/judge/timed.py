@@ -103,7 +103,7 @@ class TimedPhases:
         self.ref_timer = CallTimer(self.device,
                                    flush_l2=bool(self.job["timing"].get("flush_l2", True)))
         self.local_path = LocalPath(self.ref_timer)
-        from evaluator.worker.probe import summarize_output
+        from evaluator.samples import summarize_output
 
         sample_seed = derive_check_seed(seeds["checks"], 4)
 
@@ -154,7 +154,7 @@ class TimedPhases:
         first call of each set from the timing seeds, later ones from a seed the worker never
         holds; and how a timed output is summarised (sampled) for the later check."""
         from evaluator.loading import make_inputs
-        from evaluator.worker.probe import draw_inputs, summarize_output
+        from evaluator.samples import draw_inputs, summarize_output
 
         device, precision = self.device, self.job["precision"]
         n_sets = len(seeds["timing"])
@@ -311,7 +311,7 @@ class TimedPhases:
         exploit: the kernel behaved differently when timed."""
         import torch
 
-        from evaluator.worker.probe import draw_seed
+        from evaluator.samples import draw_seed
 
         j, k = details["wrong_calls"][0]
         seeds = self.result["seeds"]

@@ -148,7 +148,7 @@ class CorrectnessPhases:
         beside one, or a copy of an input (the calibration), with room to spare; a reply that
         declares more is refused before anything is allocated (protocol.Channel)."""
         from evaluator.loading import iter_tensors
-        from evaluator.worker.probe import KEEP_BYTES
+        from evaluator.samples import KEEP_BYTES
 
         out = sum(self.checks.get("output_nbytes") or [])
         largest_input = max((t.numel() * t.element_size() for t in iter_tensors(inputs)),

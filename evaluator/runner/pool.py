@@ -323,7 +323,7 @@ def _preimport(device: str, *, spare: bool) -> None:
 
     from evaluator.judge import compare  # noqa: F401
 
-    for name in ("judge.exploits", "worker.probe", "judge.speed_of_light",
+    for name in ("judge.exploits", "worker.probe", "samples", "ipc", "judge.speed_of_light",
                  "runner.static_report", "judge.validate"):
         with contextlib.suppress(Exception):
             importlib.import_module(f"evaluator.{name}")

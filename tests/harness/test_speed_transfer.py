@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from evaluator import protocol
+from evaluator import ipc, protocol
 from evaluator.protocol import Channel, ProtocolError
 from evaluator.runner.sandbox import run_job
 
@@ -70,7 +70,7 @@ def test_memory_torch_did_not_allocate_is_wrapped_in_place_and_its_owner_kept():
     # On a GPU this wraps the judge's cuMemAlloc'd boxes and the worker's IPC mappings.
     memory = torch.arange(64, dtype=torch.uint8)
     owner = object()
-    tensor = protocol.wrap_device_memory(memory.data_ptr(), 64, torch.device("cpu"), owner)
+    tensor = ipc.wrap_device_memory(memory.data_ptr(), 64, torch.device("cpu"), owner)
     assert tensor.data_ptr() == memory.data_ptr() and tensor.numel() == 64
     tensor[3] = 99
     assert int(memory[3]) == 99  # the same memory, no copy
@@ -153,7 +153,7 @@ def test_the_gpu_path_probes_grows_its_boxes_and_delivers_private_copies(monkeyp
 
 def test_when_the_worker_cannot_map_the_boxes_everything_goes_through_host_memory(monkeypatch):
     def cannot_map(device: str, description: dict) -> torch.Tensor:
-        raise protocol.CudaIpcError("cuIpcOpenMemHandle failed: CUDA_ERROR_INVALID_VALUE")
+        raise ipc.CudaIpcError("cuIpcOpenMemHandle failed: CUDA_ERROR_INVALID_VALUE")
 
     judge, worker, fds = _pair(monkeypatch, open_box=cannot_map)
     seen: list = []
