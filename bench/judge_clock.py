@@ -34,10 +34,11 @@ GPU_CASES = [
 TIMING = {"warmup": 5, "min_reps": 20, "max_reps": 500, "target_rel_err": 0.002,
           "max_seconds": 3.0, "sets": 3}
 
-# One evaluation in a fresh interpreter whose `evaluation` package is the one on PYTHONPATH.
+# One evaluation in a fresh interpreter whose evaluator is the one on PYTHONPATH: the package
+# `evaluator`, or in a base from before it moved out of the Django app, `evaluation.harness`.
 _RUN = """
 import json, sys, time
-from evaluator.runner.sandbox import run_job
+from {module} import run_job
 job = json.loads(sys.stdin.read())
 t0 = time.monotonic()
 result = run_job(job)
@@ -53,7 +54,10 @@ print(json.dumps({"verdict": result.get("verdict"), "flags": result.get("flags")
 
 def evaluate(root: Path, job: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run([sys.executable, "-c", _RUN], input=json.dumps(job), env=env,
+    module = ("evaluator.runner.sandbox" if (root / "evaluator").is_dir()
+              else "evaluation.harness.sandbox")
+    proc = subprocess.run([sys.executable, "-c", _RUN.replace("{module}", module)],
+                          input=json.dumps(job), env=env,
                           capture_output=True, text=True, timeout=900, cwd=root)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
