@@ -53,7 +53,12 @@ def _env_limit(name: str, default: Any) -> Any:
         return default
     if value == "none":
         return None
-    return value if value == "auto" else int(value)
+    if value == "auto":
+        return value
+    # A typo here must stop the runner with its name, not somewhere deep in an evaluation.
+    if not value.isdigit() or int(value) <= 0:
+        raise ValueError(f"{name}={value!r}: expected a number of MiB, 'auto' or 'none'")
+    return int(value)
 
 
 DEFAULT_LIMITS: dict[str, Any] = {

@@ -4,7 +4,15 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from kbsite import svg
-from kbsite.templatetags.kbsite_tags import diff, elapsed, highlight_python, human, seconds_label
+from kbsite.templatetags.kbsite_tags import (
+    diff,
+    elapsed,
+    highlight_python,
+    human,
+    ms,
+    seconds_label,
+    times,
+)
 
 
 def test_stored_slugs_read_as_words_and_backends_by_their_names():
@@ -61,3 +69,10 @@ def test_code_has_line_numbers_and_the_line_a_traceback_names_is_marked():
     assert "nope" in marked
     assert '<span class="hll">' not in highlight_python(source)
     assert '<span class="hll">' not in highlight_python(source, 'File "other.py", line 2')
+
+
+def test_times_and_speedups_read_as_a_dash_when_missing_or_unreadable_instead_of_failing():
+    assert ms(0.15334) == "0.1533 ms" and ms("2.5") == "2.5 ms" and ms(0) == "0 ms"
+    assert times(1.0512) == "1.05×" and times("3") == "3.00×"
+    for missing in (None, "", "n/a", float("nan"), float("inf"), True, [1]):
+        assert ms(missing) == "–" and times(missing) == "–"

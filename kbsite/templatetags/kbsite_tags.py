@@ -1,3 +1,4 @@
+import math
 import re
 
 from django import template
@@ -79,18 +80,27 @@ def highlight_python(source: str, traceback_text: str = "") -> str:
     return mark_safe(highlight(source or "", PythonLexer(), formatter))
 
 
+def _number(value) -> float | None:
+    """A stored figure as a number; None for a missing or unreadable one (shown as a dash)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 @register.filter
 def ms(value) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.4g} ms"
+    number = _number(value)
+    return "–" if number is None else f"{number:.4g} ms"
 
 
 @register.filter
 def times(value) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.2f}×"
+    number = _number(value)
+    return "–" if number is None else f"{number:.2f}×"
 
 
 def seconds_label(seconds: float) -> str:

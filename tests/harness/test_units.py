@@ -247,3 +247,15 @@ def test_address_space_limits_apply_on_the_cpu_but_never_on_a_gpu():
     assert resolve_limits({"address_space_mb": 1024}, on_gpu=True)["RLIMIT_AS"] is None
     assert resolve_limits({"address_space_mb": "auto"}, on_gpu=True)["RLIMIT_AS"] is None
     assert resolve_limits({"core_dumps": False}, on_gpu=False)["RLIMIT_CORE"] == 0
+
+
+def test_a_limit_set_wrong_in_the_runners_environment_is_named_not_a_bare_traceback(monkeypatch):
+    from evaluator.config import _env_limit
+
+    for good, want in (("512", 512), ("auto", "auto"), ("none", None), ("", "auto")):
+        monkeypatch.setenv("KB_SANDBOX_MEMORY_MB", good)
+        assert _env_limit("KB_SANDBOX_MEMORY_MB", "auto") == want
+    for bad in ("4G", "-1", "0", "1.5"):
+        monkeypatch.setenv("KB_SANDBOX_MEMORY_MB", bad)
+        with pytest.raises(ValueError, match="KB_SANDBOX_MEMORY_MB=.*expected a number of MiB"):
+            _env_limit("KB_SANDBOX_MEMORY_MB", "auto")
