@@ -10,8 +10,9 @@ from rest_framework.views import APIView
 
 from competitions.models import Competition
 from competitions.services import CompetitionError, competition_standings, competition_submit
-from submissions.api import ApiMixin, error_body, submission_error_response
-from submissions.serializers import ApiErrorSerializer, submission_urls
+from kbsite.api_errors import ApiErrorSerializer, error_body
+from submissions.api import ApiMixin, submission_error_response
+from submissions.serializers import submission_urls
 from submissions.services import SubmissionError
 
 

@@ -1,13 +1,10 @@
 """The REST API for people and agents (/api/v1/): explicit DRF views over the services."""
 
 import logging
-import math
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
-from django.db import InterfaceError, OperationalError
 from django.db.models import Q
-from django.http import Http404, HttpResponsePermanentRedirect, JsonResponse
+from django.http import HttpResponsePermanentRedirect, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -18,8 +15,16 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param
-from rest_framework.views import APIView, set_rollback
+from rest_framework.views import APIView
 
+from kbsite.api_errors import (
+    BAD_REQUEST,
+    ERRORS,
+    NOT_FOUND,
+    ApiErrorSerializer,
+    api_exception_handler,
+    error_body,
+)
 from kbsite.parsers import JSONParser
 from problems.models import Problem
 from submissions import serializers as s
@@ -64,10 +69,6 @@ ERROR_STATUS = {
     "quota_queued": 429,
     "quota_gpu_seconds": 429,
 }
-# A locked or unreachable database: the client should retry after this many seconds (with its
-# Idempotency-Key, so a request that did get through is not stored twice).
-DATABASE_RETRY_AFTER = 5
-
 # JSON may escape every character of the source as \uXXXX (6 bytes), plus the other fields.
 BODY_SLACK = 64 * 1024
 
@@ -78,10 +79,6 @@ def single_body_limit() -> int:
 
 def batch_body_limit() -> int:
     return single_body_limit() * BATCH_MAX
-
-
-def error_body(detail: str, code: str, **extra) -> dict:
-    return {"detail": detail, "code": code, **{k: v for k, v in extra.items() if v is not None}}
 
 
 def submission_error_response(error: SubmissionError) -> Response:
@@ -99,46 +96,6 @@ def submission_error_response(error: SubmissionError) -> Response:
         status=ERROR_STATUS.get(error.code, 400),
         headers=headers,
     )
-
-
-def database_unavailable_body() -> dict:
-    return error_body(
-        "The database is busy or unreachable; nothing was changed. Retry in a few seconds "
-        "(with the same Idempotency-Key when submitting).",
-        "database_unavailable",
-        retry_after=DATABASE_RETRY_AFTER,
-    )
-
-
-def api_exception_handler(exc, context) -> Response | None:
-    """Every API error has one shape: {detail, code[, allowed, errors, retry_after]}."""
-    if isinstance(exc, (OperationalError, InterfaceError)):
-        log.warning("database unavailable: %s", exc)
-        set_rollback()
-        return Response(
-            database_unavailable_body(),
-            status=503,
-            headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
-        )
-    if isinstance(exc, Http404):
-        exc = exceptions.NotFound()
-    elif isinstance(exc, PermissionDenied):
-        exc = exceptions.PermissionDenied()
-    if not isinstance(exc, exceptions.APIException):
-        return None
-    headers = {}
-    if getattr(exc, "auth_header", None):
-        headers["WWW-Authenticate"] = exc.auth_header
-    if isinstance(exc, exceptions.ValidationError):
-        body = error_body("The request is not valid; see `errors`.", "invalid", errors=exc.detail)
-    else:
-        body = error_body(str(exc.detail), getattr(exc.detail, "code", exc.default_code))
-    if isinstance(exc, exceptions.Throttled):
-        wait = max(1, math.ceil(exc.wait or 1))
-        headers["Retry-After"] = str(wait)
-        body["retry_after"] = wait
-    set_rollback()
-    return Response(body, status=exc.status_code, headers=headers)
 
 
 @csrf_exempt  # it changes nothing, and a POST to a wrong path deserves a 404, not a CSRF 403
@@ -174,20 +131,6 @@ def check_body_size(request, limit: int) -> None:
 class BodyTooLarge(exceptions.APIException):
     status_code = 413
     default_code = "too_large"
-
-
-ERRORS = {
-    401: OpenApiResponse(s.ApiErrorSerializer, description="No or a bad token."),
-    403: OpenApiResponse(s.ApiErrorSerializer, description="The token lacks the scope."),
-    429: OpenApiResponse(
-        s.ApiErrorSerializer, description="Throttled or over a quota; see Retry-After."
-    ),
-    503: OpenApiResponse(
-        s.ApiErrorSerializer, description="The database is busy; retry after Retry-After."
-    ),
-}
-NOT_FOUND = {404: OpenApiResponse(s.ApiErrorSerializer, description="No such object.")}
-BAD_REQUEST = {400: OpenApiResponse(s.ApiErrorSerializer, description="Invalid input.")}
 
 
 class ApiMixin:
@@ -392,8 +335,8 @@ IDEMPOTENCY = OpenApiParameter(
 )
 SUBMIT_ERRORS = {
     **BAD_REQUEST,
-    409: OpenApiResponse(s.ApiErrorSerializer, description="The problem is retired."),
-    413: OpenApiResponse(s.ApiErrorSerializer, description="The source is too large."),
+    409: OpenApiResponse(ApiErrorSerializer, description="The problem is retired."),
+    413: OpenApiResponse(ApiErrorSerializer, description="The source is too large."),
     **ERRORS,
 }
 
@@ -543,7 +486,7 @@ class SubmissionReverifyApi(ApiMixin, APIView):
         request=None,
         responses={
             202: s.ReverificationSerializer,
-            409: OpenApiResponse(s.ApiErrorSerializer, description="Not held (code not_held), "
+            409: OpenApiResponse(ApiErrorSerializer, description="Not held (code not_held), "
                                  "or a re-verification is already open (already_open)."),
             **NOT_FOUND,
             **ERRORS,
@@ -721,7 +664,7 @@ class NcuReportListCreateApi(ApiMixin, APIView):
         request=None,
         responses={
             202: s.NcuReportSerializer,
-            409: OpenApiResponse(s.ApiErrorSerializer,
+            409: OpenApiResponse(ApiErrorSerializer,
                                  description="Not evaluated yet, or a report is already open."),
             **NOT_FOUND,
             **ERRORS,

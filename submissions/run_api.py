@@ -17,7 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluation.models import Hardware
-from submissions.api import ApiMixin, error_body
+from kbsite.api_errors import ApiErrorSerializer, error_body
+from submissions.api import ApiMixin
 from submissions.models import Model, Run
 from submissions.runs import (
     RunError,
@@ -28,7 +29,6 @@ from submissions.runs import (
     run_start,
     run_stop,
 )
-from submissions.serializers import ApiErrorSerializer
 
 
 class RunCreateInputSerializer(serializers.Serializer):

@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from evaluation.profiles import profile_view
 from evaluator.config import DEFAULT_TOLERANCE
+from kbsite.api_errors import ApiErrorSerializer  # noqa: F401  leaderboard.api's, until it moves
 from problems.models import Problem
 from submissions.models import ApiToken, Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import (
@@ -20,26 +21,6 @@ from submissions.selectors import (
     submission_ranking,
 )
 from submissions.services import BATCH_MAX, PRECISIONS
-
-# ---- errors -------------------------------------------------------------------------------------
-
-
-class ApiErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField(help_text="What went wrong, in plain words.")
-    code = serializers.CharField(help_text="A stable code: too_large, not_utf8, retired, ...")
-    allowed = serializers.ListField(
-        child=serializers.CharField(),
-        required=False,
-        help_text="The values that would have been accepted, where there is a fixed set.",
-    )
-    errors = serializers.JSONField(
-        required=False, help_text="Per-field (or, for a batch, per-item) errors."
-    )
-    retry_after = serializers.IntegerField(required=False, help_text="Seconds, when throttled.")
-    line = serializers.IntegerField(
-        required=False, help_text="For a syntax_error: the source's line (1-based)."
-    )
-
 
 # ---- problems and hardware ----------------------------------------------------------------------
 

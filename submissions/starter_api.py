@@ -10,9 +10,10 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from kbsite.api_errors import BAD_REQUEST, ERRORS, NOT_FOUND, error_body
 from problems.models import Problem
 from problems.starters import BACKENDS, StarterError, starter_source
-from submissions.api import BAD_REQUEST, ERRORS, NOT_FOUND, ApiMixin, error_body
+from submissions.api import ApiMixin
 
 
 class ProblemStarterApi(ApiMixin, APIView):
