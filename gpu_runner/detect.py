@@ -5,6 +5,7 @@ import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 
 import torch
 
@@ -113,3 +114,19 @@ def detect(slug: str | None = None) -> dict:
         "peak_tflops": {},
         "backends": ["torch", "cpp", "triton"],
     }
+
+
+def self_tested(detected: dict, *, build_dir: str, log: Callable[[str], None],
+                run: Callable[[dict], dict] | None = None) -> list[str]:
+    """The detected backends that pass this runner's self-test (evaluator/runner/selftest.py),
+    in their order; each one left out is logged with its reason."""
+    from evaluator.runner.selftest import self_test
+
+    device = "cpu" if detected.get("kind") == "cpu" else "cuda"
+    report = self_test(device, detected.get("backends") or [], build_dir=build_dir, run=run)
+    for name, outcome in report.items():
+        if outcome["served"]:
+            log(f"self-test: {name} served ({outcome['seconds']:g} s)")
+        else:
+            log(f"self-test: {name} not offered: {outcome['why']}")
+    return [name for name, outcome in report.items() if outcome["served"]]

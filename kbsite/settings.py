@@ -364,9 +364,14 @@ SUBMISSION_MAX_ATTEMPTS = env_int("SUBMISSION_MAX_ATTEMPTS", 3)
 # others'. 1 gives each evaluation the whole GPU. CPU slots are set with `runner --devices N`.
 RUNNER_EVALUATIONS_PER_GPU = env_int("RUNNER_EVALUATIONS_PER_GPU", 4)
 # The profiled call of a GPU evaluation in a sandboxed process of its own, whose profiler is
-# started ahead (evaluator/judge/judge.py, Profiler); off: the timed worker makes it after its
+# started ahead (evaluator/judge/workers.py, Profiler); off: the timed worker makes it after its
 # timing, paying the profiler's start (seconds) inside the evaluation.
 RUNNER_PROFILE_PROCESS = env_bool("RUNNER_PROFILE_PROCESS", True)
+# A runner offers a backend only after its self-test (evaluator/runner/selftest.py): the
+# backend's packages import and its starter kernel is judged correct in the sandbox, at start.
+# Off: every backend the device kind can run is offered untested (the tests' default, whose
+# runners start by the dozen; a cold C++ build alone takes half a minute).
+RUNNER_SELF_TEST = env_bool("RUNNER_SELF_TEST", True)
 # Where the runners of this host keep each GPU's gate (its locks and memory ledger).
 RUNNER_GATE_DIR = Path(env("RUNNER_GATE_DIR", str(VAR_DIR / "gates")))
 

@@ -60,3 +60,43 @@ def test_the_pages_scripts_read_the_same_labels_as_the_templates():
     html = str(label_table())
     assert 'id="kb-labels"' in html and '"C++"' in html and '"PyTorch"' in html
     assert list(UNCOMPILED_BACKENDS) == ["torch"]
+
+
+@pytest.mark.slow
+def test_a_runner_offers_only_the_backends_its_self_test_passes_through_the_sandbox(tmp_path):
+    """Real processes: each backend's starter is judged in the sandbox, as a runner does at start
+    (C++ is left out here only because its cold build takes half a minute)."""
+    from gpu_runner.detect import self_tested
+
+    lines: list[str] = []
+    served = self_tested({"kind": "cpu", "backends": ["torch", "triton", "cuda"]},
+                         build_dir=str(tmp_path), log=lines.append)
+    assert served == ["torch", "triton"]
+    assert any(line.startswith("self-test: torch served") for line in lines)
+    assert "self-test: cuda not offered: it needs a CUDA device" in lines
+
+
+def test_a_backend_whose_package_is_missing_or_whose_kernel_fails_is_not_offered(monkeypatch):
+    import importlib.util
+
+    from gpu_runner.detect import self_tested
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "triton" else real_find_spec(name, *a))
+    jobs: list[dict] = []
+
+    def run(job: dict) -> dict:
+        jobs.append(job)
+        return {"verdict": "compile_error", "error": "error: no member named 'x'"}
+
+    lines: list[str] = []
+    served = self_tested({"kind": "cpu", "backends": ["triton", "cpp"]}, build_dir=None,
+                         log=lines.append, run=run)
+    assert served == []
+    assert lines == ["self-test: triton not offered: triton is not installed",
+                     "self-test: cpp not offered: its self-test kernel was compile_error: "
+                     "error: no member named 'x'"]
+    # The self-test's build is its own owner's, never a user's, and nothing is timed.
+    assert [(j["backend"], j["build_owner"], j["measure"]) for j in jobs] == [
+        ("cpp", "runner-self-test", False)]

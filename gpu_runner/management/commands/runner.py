@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import hardware_register, runner_heartbeat
 from gpu_runner import leased
-from gpu_runner.detect import detect
+from gpu_runner.detect import detect, self_tested
 
 
 def parse_devices(value: str | None, gpu_count: int) -> list[int | None]:
@@ -70,6 +70,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         require_secret_key()
         detected = detect(options.get("hardware"))
+        if settings.RUNNER_SELF_TEST:
+            detected["backends"] = self_tested(detected, build_dir=str(settings.BUILD_CACHE_DIR),
+                                               log=self.stdout.write)
         slug = detected.pop("slug")
         hardware = hardware_register(slug=slug, **detected)
         devices = parse_devices(options.get("devices"), detected.get("gpu_count") or 0)
