@@ -1,6 +1,6 @@
 """REST API of competitions (/api/v1/competitions/...): the list, one competition with its rules
 and standings, and entering a kernel. Authentication, scopes, throttles and the error shape are
-the rest of the API's (submissions.api.ApiMixin)."""
+the rest of the API's (accounts.api.ApiMixin)."""
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -8,10 +8,11 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api import ApiMixin
 from competitions.models import Competition
 from competitions.services import CompetitionError, competition_standings, competition_submit
 from kbsite.api_errors import ApiErrorSerializer, error_body
-from submissions.api import ApiMixin, submission_error_response
+from submissions.api import submission_error_response
 from submissions.serializers import submission_urls
 from submissions.services import SubmissionError
 

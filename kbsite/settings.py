@@ -113,6 +113,7 @@ INSTALLED_APPS = [
     "django_q",
     "axes",  # login throttling and lockout
     "kbsite",
+    "accounts",
     "problems",
     "evaluation",
     "submissions",
@@ -310,7 +311,7 @@ LIVE_RELAY_INTERVAL = float(env("LIVE_RELAY_INTERVAL", "0.25"))
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "submissions.authentication.ApiTokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],

@@ -9,7 +9,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("highlight.css", views.pygments_css, name="pygments_css"),
     path("favicon.ico", views.favicon, name="favicon"),
-    path("accounts/", include("submissions.account_urls")),
+    path("accounts/", include("accounts.urls")),
     path("accounts/logout/", views.LogoutView.as_view(), name="logout"),
     # Sign-up asks for no email, so no reset link can be sent: these pages say what to do
     # instead, ahead of django.contrib.auth's, which would claim an email was sent.
@@ -31,5 +31,6 @@ urlpatterns = [
     path("competitions/", include("competitions.urls")),
     path("runs/", include("submissions.run_urls")),
     path("api/v1/competitions/", include("competitions.api_urls")),
+    path("api/v1/tokens/", include("accounts.api_urls")),
     path("api/", include("submissions.api_urls")),
 ]

@@ -2,7 +2,6 @@ from django.contrib import admin, messages
 from django.db import transaction
 
 from submissions.models import (
-    ApiToken,
     Evaluation,
     Generation,
     Model,
@@ -87,12 +86,6 @@ class GenerationAdmin(admin.ModelAdmin):
     list_display = ["run", "problem", "sample_index", "turn", "status", "cost_usd"]
     list_filter = ["status", "run"]
     raw_id_fields = ["submission", "problem"]
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "user", "name", "scopes", "created_at", "revoked_at"]
-    readonly_fields = ["key_hash", "prefix"]
 
 
 @admin.register(Evaluation)

@@ -46,8 +46,6 @@ urlpatterns = [
         name="api_submission_ncu_detail",
     ),
     path("v1/quota/", api.QuotaApi.as_view(), name="api_quota"),
-    path("v1/tokens/", api.TokenListCreateApi.as_view(), name="api_tokens"),
-    path("v1/tokens/<int:pk>/", api.TokenDetailApi.as_view(), name="api_token_detail"),
     path("v1/leaderboard/", include("leaderboard.api_urls")),
     # Model runs (/api/v1/runs/...), defined with the run pages.
     path("", include(run_urls.api_urlpatterns)),

@@ -18,9 +18,9 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 from rest_framework.exceptions import AuthenticationFailed
 
+from accounts.authentication import token_from_header
 from kbsite.live import submission_group
 from kbsite.models import LiveEvent
-from submissions.authentication import token_from_header
 from submissions.models import Submission
 from submissions.selectors import (
     RankingState,

@@ -1,10 +1,9 @@
 from django import forms
 from django.conf import settings
-from django.contrib.auth.forms import UserCreationForm
 
 from evaluation.models import Hardware
 from problems.models import Problem
-from submissions.models import ApiToken, Submission
+from submissions.models import Submission
 from submissions.services import PRECISIONS, decode_source
 
 
@@ -110,19 +109,3 @@ class SubmissionFilterForm(forms.Form):
     )
     hardware = forms.CharField(required=False)
     problem = forms.CharField(required=False, label="problem contains")
-
-
-class SignupForm(UserCreationForm):
-    pass
-
-
-class TokenForm(forms.Form):
-    name = forms.CharField(
-        max_length=100, required=False, help_text="To tell your tokens apart, e.g. 'my agent'."
-    )
-    scopes = forms.MultipleChoiceField(
-        choices=ApiToken.Scope.choices,
-        initial=[ApiToken.Scope.READ, ApiToken.Scope.SUBMIT],
-        widget=forms.CheckboxSelectMultiple,
-        help_text="read: problems, hardware, your submissions; submit: new submissions.",
-    )

@@ -1,5 +1,3 @@
-import hashlib
-import secrets
 from datetime import timedelta
 
 from django.conf import settings
@@ -638,54 +636,6 @@ class Reverification(models.Model):
         message = f"The {role} evaluation, on fresh inputs, ended {evaluation.verdict}."
         first_line = (evaluation.error.strip().splitlines() or [""])[0][:300]
         return self.Status.FAILED, f"{message} {first_line}".strip()
-
-
-class ApiToken(models.Model):
-    """An API token; only its SHA-256 is stored, the key is shown once at creation."""
-
-    class Scope(models.TextChoices):
-        READ = "read"
-        SUBMIT = "submit"
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
-    )
-    name = models.CharField(max_length=100, blank=True)
-    prefix = models.CharField(max_length=12, db_index=True)  # shown in lists to tell tokens apart
-    key_hash = models.CharField(max_length=64, unique=True)
-    scopes = models.JSONField(default=list)  # ["read", "submit"]
-    is_runner = models.BooleanField(default=False)  # runners authenticate as such
-    created_at = models.DateTimeField(default=timezone.now)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.prefix}… ({self.user})"
-
-    @staticmethod
-    def hash_key(key: str) -> str:
-        return hashlib.sha256(key.encode()).hexdigest()
-
-    @classmethod
-    def issue(
-        cls, *, user, name: str = "", scopes: list[str] | None = None
-    ) -> tuple["ApiToken", str]:
-        key = "kb_" + secrets.token_urlsafe(32)
-        token = cls.objects.create(
-            user=user,
-            name=name,
-            prefix=key[:10],
-            key_hash=cls.hash_key(key),
-            scopes=scopes if scopes is not None else [cls.Scope.READ, cls.Scope.SUBMIT],
-        )
-        return token, key
-
-    def revoke(self) -> None:
-        self.revoked_at = timezone.now()
-        self.save(update_fields=["revoked_at"])
 
 
 class Generation(models.Model):

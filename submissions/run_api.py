@@ -16,9 +16,9 @@ from rest_framework.permissions import SAFE_METHODS, IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api import ApiMixin
 from evaluation.models import Hardware
 from kbsite.api_errors import ApiErrorSerializer, error_body
-from submissions.api import ApiMixin
 from submissions.models import Model, Run
 from submissions.runs import (
     RunError,

@@ -9,7 +9,7 @@ from evaluation.profiles import profile_view
 from evaluator.config import DEFAULT_TOLERANCE
 from kbsite.api_errors import ApiErrorSerializer  # noqa: F401  leaderboard.api's, until it moves
 from problems.models import Problem
-from submissions.models import ApiToken, Evaluation, NcuReport, Reverification, Submission
+from submissions.models import Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import (
     LOG_FIELDS,
     RankingDetail,
@@ -497,39 +497,6 @@ class SubmissionListItemSerializer(serializers.Serializer):
         return self.context["request"].build_absolute_uri(
             f"/api/v1/submissions/{submission.pk}/"
         )
-
-
-# ---- API tokens ---------------------------------------------------------------------------------
-
-
-class TokenInputSerializer(serializers.Serializer):
-    name = serializers.CharField(
-        required=False, allow_blank=True, max_length=100,
-        help_text="To tell your tokens apart, e.g. 'my agent'.",
-    )
-    scopes = serializers.ListField(
-        child=serializers.ChoiceField(choices=ApiToken.Scope.choices),
-        required=False,
-        allow_empty=False,
-        help_text="read: problems, hardware, your submissions; submit: new submissions. Both "
-        "when left out. A token can only make tokens with scopes it has itself.",
-    )
-
-
-class TokenSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    prefix = serializers.CharField(help_text="The key's first characters, to recognize it.")
-    scopes = serializers.ListField(child=serializers.ChoiceField(choices=ApiToken.Scope.choices))
-    created_at = serializers.DateTimeField()
-    last_used_at = serializers.DateTimeField(allow_null=True)
-
-
-class TokenCreatedSerializer(TokenSerializer):
-    key = serializers.CharField(
-        help_text="The key, shown this once (only its hash is stored). Send it as "
-        "`Authorization: Bearer KEY`."
-    )
 
 
 class QuotaSerializer(serializers.Serializer):

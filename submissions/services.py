@@ -17,7 +17,6 @@ from evaluation.models import Hardware
 from kbsite.live import publish, submission_group
 from problems.models import Problem, source_hash
 from submissions.models import (
-    ApiToken,
     Evaluation,
     Model,
     NcuReport,
@@ -38,9 +37,6 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "fp16", "bf16")
 BATCH_MAX = 100
 IDEMPOTENCY_KEY_MAX = 190  # the column holds 200; a batch appends ":<index>" to the key
-# last_used_at is written at most this often per token, so a busy agent's every request does
-# not turn into a database write.
-TOKEN_TOUCH_SECONDS = 60
 # Handing a task to the broker is retried this many times (a locked database, a Redis blip)
 # before the submission is left to the sweep for unqueued submissions.
 ENQUEUE_ATTEMPTS = 3
@@ -536,47 +532,6 @@ def submission_create_batch(
             )
             for index, kwargs in enumerate(resolved)
         ]
-
-
-def api_token_create(*, user, name: str = "", scopes: list[str]) -> tuple[ApiToken, str]:
-    """A new token for `user`; the key is returned once and only its hash is stored."""
-    allowed = list(ApiToken.Scope.values)
-    unknown = [scope for scope in scopes if scope not in allowed]
-    if unknown or not scopes:
-        raise SubmissionError(
-            f"Choose at least one scope from {', '.join(allowed)}.",
-            code="invalid_scopes",
-            allowed=allowed,
-        )
-    ordered = [scope for scope in allowed if scope in scopes]
-    return ApiToken.issue(user=user, name=name.strip()[:100], scopes=ordered)
-
-
-def api_token_revoke(*, user, token_id: int) -> ApiToken:
-    """Revoke one of `user`'s tokens; revoking twice keeps the first time."""
-    token = ApiToken.objects.get(pk=token_id, user=user)
-    if token.revoked_at is None:
-        token.revoke()
-    return token
-
-
-def api_token_authenticate(*, key: str) -> ApiToken | None:
-    """The live token with this key (and its user), or None; records when it was last used."""
-    token = (
-        ApiToken.objects.select_related("user")
-        .filter(key_hash=ApiToken.hash_key(key), revoked_at__isnull=True, user__is_active=True)
-        .first()
-    )
-    if token is None:
-        return None
-    now = timezone.now()
-    stale = token.last_used_at is None or (
-        (now - token.last_used_at).total_seconds() > TOKEN_TOUCH_SECONDS
-    )
-    if stale:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
-    return token
 
 
 def _publish_created(submission: Submission) -> None:

@@ -10,10 +10,10 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api import ApiMixin
 from kbsite.api_errors import BAD_REQUEST, ERRORS, NOT_FOUND, error_body
 from problems.models import Problem
 from problems.starters import BACKENDS, StarterError, starter_source
-from submissions.api import ApiMixin
 
 
 class ProblemStarterApi(ApiMixin, APIView):

@@ -1,18 +1,17 @@
-"""Web pages: submit, a submission's live page, a user's list; accounts and API tokens."""
+"""Web pages: submit, a submission's live page, a user's list, its re-verification and Nsight
+Compute requests; the API's docs page."""
 
 from contextlib import suppress
 
 from django.apps import apps
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
@@ -23,8 +22,8 @@ from evaluation.profiles import profile_view
 from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
 from problems.starters import StarterError, starter_source
-from submissions.forms import SignupForm, SubmissionFilterForm, SubmissionForm, TokenForm
-from submissions.models import ApiToken, Evaluation, NcuReport, Reverification, Submission
+from submissions.forms import SubmissionFilterForm, SubmissionForm
+from submissions.models import Evaluation, NcuReport, Reverification, Submission
 from submissions.quotas import (
     QuotaExceeded,
     ncu_reports_per_day,
@@ -46,8 +45,6 @@ from submissions.services import (
     NcuRequestError,
     ReverificationError,
     SubmissionError,
-    api_token_create,
-    api_token_revoke,
     clean_filename,
     ncu_report_request,
     reverification_request_by_owner,
@@ -276,69 +273,6 @@ def my_submissions(request):
         "submissions/list.html",
         {"page": page, "filters": filters, "query": query.urlencode()},
     )
-
-
-# ---- accounts -----------------------------------------------------------------------------------
-
-
-def signup(request):
-    form = SignupForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        messages.success(request, f"Welcome, {user.username}.")
-        return redirect("profile")
-    return render(request, "registration/signup.html", {"form": form})
-
-
-def _profile(request, *, form: TokenForm, new_key: str = "", status: int = 200):
-    tokens = ApiToken.objects.filter(user=request.user)
-    return render(
-        request,
-        "accounts/profile.html",
-        {
-            "tokens": tokens,
-            "form": form,
-            "new_key": new_key,
-            "quota": quota_usage(user=request.user),
-        },
-        status=status,
-    )
-
-
-@never_cache
-@login_required
-def profile(request):
-    return _profile(request, form=TokenForm())
-
-
-@never_cache
-@login_required
-@require_POST
-def token_create(request):
-    form = TokenForm(request.POST)
-    if not form.is_valid():
-        return _profile(request, form=form, status=400)
-    try:
-        token, key = api_token_create(
-            user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"]
-        )
-    except SubmissionError as error:
-        form.add_error("scopes", error.message)
-        return _profile(request, form=form, status=400)
-    # Rendered here, never stored or redirected with: the key is shown this once.
-    return _profile(request, form=TokenForm(), new_key=key)
-
-
-@login_required
-@require_POST
-def token_revoke(request, pk: int):
-    try:
-        token = api_token_revoke(user=request.user, token_id=pk)
-    except ApiToken.DoesNotExist:
-        return render(request, "accounts/token_missing.html", status=404)
-    messages.success(request, f"Token {token.prefix}… is revoked.")
-    return redirect("profile")
 
 
 # ---- API docs -----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from drf_spectacular.generators import SchemaGenerator
 from jsonschema import Draft202012Validator
 from rest_framework.test import APIClient
 
-from submissions.services import api_token_create
+from accounts.services import api_token_create
 
 # Paths that are not DRF views and so not in the schema (the event stream is text/event-stream).
 UNDOCUMENTED = (re.compile(r"^/api/v1/submissions/\d+/events/$"),)

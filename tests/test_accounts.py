@@ -9,7 +9,7 @@ from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from submissions.models import ApiToken
+from accounts.models import ApiToken
 from tests.api_support import SchemaCheckedClient
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,9 @@ from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django_q.models import OrmQ
 
+from accounts.models import ApiToken
 from problems.models import Problem
-from submissions.models import ApiToken, Evaluation, Submission
+from submissions.models import Evaluation, Submission
 from submissions.services import submission_create
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import kernel_source

@@ -1,5 +1,5 @@
 """Revoking an API token through the API: DELETE /api/v1/tokens/ID/
-(submissions.api.TokenDetailApi).
+(accounts.api.TokenDetailApi).
 
 Every answer is checked against the OpenAPI schema (tests/api_support.SchemaCheckedClient), so
 each status code below must be one the schema lists.
@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
-from submissions.models import ApiToken
-from submissions.services import api_token_create
+from accounts.models import ApiToken
+from accounts.services import api_token_create
 from tests.api_support import SchemaCheckedClient, openapi_schema
 
 pytestmark = pytest.mark.django_db

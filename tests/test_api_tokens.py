@@ -6,7 +6,7 @@ import base64
 import pytest
 from django.core.cache import cache
 
-from submissions.models import ApiToken
+from accounts.models import ApiToken
 from tests.api_support import SchemaCheckedClient, openapi_schema, token_for
 
 pytestmark = pytest.mark.django_db

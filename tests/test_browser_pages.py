@@ -35,13 +35,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from accounts.models import ApiToken
+from accounts.services import api_token_create
 from competitions.models import Competition
 from competitions.services import competition_submit
 from evaluation.models import Runner
 from evaluation.services import hardware_register
 from problems.models import Baseline
-from submissions.models import ApiToken, Evaluation, Model, Run, Submission
-from submissions.services import api_token_create
+from submissions.models import Evaluation, Model, Run, Submission
 from tests.conftest import REPO, process_env, start_daphne, stop_process
 from tests.leaderboard_factory import make_problem, make_result, make_submission
 

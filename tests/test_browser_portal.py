@@ -6,7 +6,8 @@ import re
 import pytest
 import requests
 
-from submissions.models import ApiToken, Submission
+from accounts.models import ApiToken
+from submissions.models import Submission
 from tests.conftest import KERNELS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]

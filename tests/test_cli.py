@@ -12,10 +12,11 @@ import pytest
 import requests
 from django.utils import timezone
 
+from accounts.models import ApiToken
 from competitions.models import Competition, Entry
 from evaluation.services import hardware_register
 from kbcli import config
-from submissions.models import ApiToken, Reverification, Submission
+from submissions.models import Reverification, Submission
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import KERNELS, REPO
 from tests.leaderboard_factory import make_result

@@ -5,9 +5,10 @@ from django.contrib.auth import get_user_model
 from django.urls import include, path
 from rest_framework.test import APIClient
 
+from accounts.models import ApiToken
 from kbsite.urls import urlpatterns as site_urlpatterns
 from submissions import run_urls, runs
-from submissions.models import ApiToken, Run
+from submissions.models import Run
 from tests.runs_support import MODEL_NAME, queued_tasks
 
 # Fixtures shared by the run tests: llm_model, start_generation_cluster.

@@ -8,7 +8,8 @@ from django.core.cache import cache
 from django.test import Client
 from django_q.models import OrmQ
 
-from submissions.models import ApiToken, Submission
+from accounts.models import ApiToken
+from submissions.models import Submission
 from tests.api_support import token_for
 from tests.conftest import kernel_source
 

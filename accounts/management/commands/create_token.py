@@ -3,8 +3,8 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from submissions.models import ApiToken
-from submissions.services import SubmissionError, api_token_create
+from accounts.models import ApiToken
+from accounts.services import TokenError, api_token_create
 
 
 class Command(BaseCommand):
@@ -42,7 +42,7 @@ class Command(BaseCommand):
             token, key = api_token_create(
                 user=user, name=name or "created by manage.py", scopes=wanted
             )
-        except SubmissionError as error:
+        except TokenError as error:
             raise CommandError(error.message) from None
         self.stderr.write(
             f"Token {token.prefix}… for {username} with scopes {', '.join(token.scopes)}; "

@@ -11,8 +11,8 @@ from rest_framework.authentication import (
 )
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from submissions.models import ApiToken
-from submissions.services import api_token_authenticate
+from accounts.models import ApiToken
+from accounts.services import api_token_authenticate
 
 KEYWORD = "Token"
 # Both name the same keys: `Token` is DRF's habit, `Bearer` (RFC 6750) what most HTTP clients

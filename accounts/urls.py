@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from submissions import views
+from accounts import views
 
 urlpatterns = [
     path("signup/", views.signup, name="signup"),

@@ -1,0 +1,70 @@
+"""Account pages under /accounts/: sign up, the profile page and its API tokens (log in and
+out are django.contrib.auth's)."""
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from accounts.forms import SignupForm, TokenForm
+from accounts.models import ApiToken
+from accounts.services import TokenError, api_token_create, api_token_revoke
+
+
+def signup(request):
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, f"Welcome, {user.username}.")
+        return redirect("profile")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+def _profile(request, *, form: TokenForm, new_key: str = "", status: int = 200):
+    # The page's quotas are the submissions app's: its template reads them through
+    # submissions_tags.user_quota.
+    tokens = ApiToken.objects.filter(user=request.user)
+    return render(
+        request,
+        "accounts/profile.html",
+        {"tokens": tokens, "form": form, "new_key": new_key},
+        status=status,
+    )
+
+
+@never_cache
+@login_required
+def profile(request):
+    return _profile(request, form=TokenForm())
+
+
+@never_cache
+@login_required
+@require_POST
+def token_create(request):
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        return _profile(request, form=form, status=400)
+    try:
+        token, key = api_token_create(
+            user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"]
+        )
+    except TokenError as error:
+        form.add_error("scopes", error.message)
+        return _profile(request, form=form, status=400)
+    # Rendered here, never stored or redirected with: the key is shown this once.
+    return _profile(request, form=TokenForm(), new_key=key)
+
+
+@login_required
+@require_POST
+def token_revoke(request, pk: int):
+    try:
+        token = api_token_revoke(user=request.user, token_id=pk)
+    except ApiToken.DoesNotExist:
+        return render(request, "accounts/token_missing.html", status=404)
+    messages.success(request, f"Token {token.prefix}… is revoked.")
+    return redirect("profile")
