@@ -13,8 +13,8 @@ from competitions.models import Competition
 from competitions.services import CompetitionError, competition_standings, competition_submit
 from kbsite.api_errors import ApiErrorSerializer, error_body
 from submissions.api import submission_error_response
+from submissions.errors import SubmissionError
 from submissions.serializers import submission_urls
-from submissions.services import SubmissionError
 
 
 def _visible(request):

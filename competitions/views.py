@@ -15,7 +15,7 @@ from competitions.services import (
 )
 from leaderboard.exports import export_response
 from problems.starters import StarterError, starter_source
-from submissions.services import SubmissionError
+from submissions.errors import SubmissionError
 
 STANDINGS_COLUMNS = ["rank", "user", "points", "solved", "reached_at"]
 

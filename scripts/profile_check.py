@@ -64,7 +64,8 @@ def main() -> int:
     from gpu_runner.detect import detect
     from problems.services import FILENAME_PATTERN, problem_upsert
     from submissions.models import Evaluation, NcuReport
-    from submissions.services import ncu_report_request, submission_create
+    from submissions.ncu_reports import ncu_report_request
+    from submissions.services import submission_create
 
     detected = detect()
     slug = detected.pop("slug")

@@ -9,8 +9,8 @@ from submissions.models import (
     Run,
     Submission,
 )
+from submissions.reverifications import ReverificationError, reverification_request
 from submissions.run_admin import RUN_ACTIONS
-from submissions.services import ReverificationError, reverification_request
 
 
 @admin.register(Model)

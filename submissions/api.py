@@ -28,8 +28,11 @@ from kbsite.api_errors import (
 from kbsite.parsers import JSONParser
 from problems.models import Problem
 from submissions import serializers as s
+from submissions.errors import BatchError, SubmissionError
 from submissions.models import Submission
+from submissions.ncu_reports import NcuRequestError, ncu_report_request
 from submissions.quotas import QuotaExceeded, quota_usage
+from submissions.reverifications import ReverificationError, reverification_request_by_owner
 from submissions.selectors import (
     can_act_on,
     can_see_source,
@@ -39,17 +42,11 @@ from submissions.selectors import (
 )
 from submissions.services import (
     BATCH_MAX,
-    BatchError,
-    NcuRequestError,
-    ReverificationError,
-    SubmissionError,
-    decode_source,
-    ncu_report_request,
-    reverification_request_by_owner,
     submission_create,
     submission_create_batch,
     submission_resolve,
 )
+from submissions.sources import decode_source
 
 log = logging.getLogger(__name__)
 

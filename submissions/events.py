@@ -1,9 +1,11 @@
-"""Server-sent events for one submission, for clients that cannot use websockets.
+"""A submission's live events: what is published to its group when its status changes
+(submission_status_publish), and server-sent events for clients that cannot use websockets.
 
-An async view: it tails the LiveEvent rows of the submission's group (written by whichever
-process changed the submission, the runner included), so it works across processes in every
-setup, and ends once the submission is settled: finished, and its ranking no longer pending a
-re-verification (Submission.is_settled; a would-be record is evaluated again before it ranks).
+The event stream is an async view: it tails the LiveEvent rows of the submission's group
+(written by whichever process changed the submission, the runner included), so it works across
+processes in every setup, and ends once the submission is settled: finished, and its ranking
+no longer pending a re-verification (Submission.is_settled; a would-be record is evaluated again
+before it ranks).
 """
 
 import asyncio
@@ -19,7 +21,7 @@ from django.views.decorators.http import require_GET
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.authentication import token_from_header
-from kbsite.live import submission_group
+from kbsite.live import publish, submission_group
 from kbsite.models import LiveEvent
 from submissions.models import Submission
 from submissions.selectors import (
@@ -37,6 +39,18 @@ KEEPALIVE_SECONDS = 15.0
 # A stream ends after this long even if the evaluation has not; clients reconnect with
 # Last-Event-ID and lose nothing.
 MAX_STREAM_SECONDS = 3600.0
+
+
+def submission_status_publish(*, submission: Submission) -> None:
+    """Send the submission's status to its group (its page, the event stream, `kb`) once the
+    current transaction commits: whoever changes a submission, the web process or a runner.
+
+    Raises what the database raises: a caller after its own commit (an on_commit callback)
+    registers it robust, as the row it reports on is what counts, not the event.
+    """
+    publish(
+        submission_group(submission.pk), {"type": "status", **submission_status_payload(submission)}
+    )
 
 
 def settled(payload: dict) -> bool:

@@ -4,7 +4,8 @@ from django.conf import settings
 from evaluation.models import Hardware
 from problems.models import Problem
 from submissions.models import Submission
-from submissions.services import PRECISIONS, decode_source
+from submissions.services import PRECISIONS
+from submissions.sources import decode_source
 
 
 class ProblemChoiceField(forms.ModelChoiceField):

@@ -22,14 +22,17 @@ from evaluation.profiles import profile_view
 from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
 from problems.starters import StarterError, starter_source
+from submissions.errors import SubmissionError
 from submissions.forms import SubmissionFilterForm, SubmissionForm
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
+from submissions.ncu_reports import NcuRequestError, ncu_report_request
 from submissions.quotas import (
     QuotaExceeded,
     ncu_reports_per_day,
     quota_usage,
     reverifications_per_day,
 )
+from submissions.reverifications import ReverificationError, reverification_request_by_owner
 from submissions.selectors import (
     RANKING_LABELS,
     can_act_on,
@@ -41,15 +44,8 @@ from submissions.selectors import (
     submission_status_payload,
     user_submissions,
 )
-from submissions.services import (
-    NcuRequestError,
-    ReverificationError,
-    SubmissionError,
-    clean_filename,
-    ncu_report_request,
-    reverification_request_by_owner,
-    submission_create,
-)
+from submissions.services import submission_create
+from submissions.sources import clean_filename
 
 # The same answers as the API gives for the same mistakes.
 ERROR_STATUS = {

@@ -12,7 +12,8 @@ from leaderboard.models import BestEntry
 from leaderboard.selectors import board_rows
 from leaderboard.services import board_refresh_for
 from submissions.models import Evaluation, Reverification, Submission
-from submissions.services import reverification_request, submission_create
+from submissions.reverifications import reverification_request
+from submissions.services import submission_create
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import kernel_source
 from tests.leaderboard_factory import make_result

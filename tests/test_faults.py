@@ -23,7 +23,8 @@ from django_q.models import OrmQ
 
 from gpu_runner import leased
 from submissions.models import Evaluation, Submission
-from submissions.services import enqueue_evaluation, submission_create
+from submissions.queues import enqueue_evaluation
+from submissions.services import submission_create
 from tests.api_support import token_for
 from tests.conftest import REPO, kernel_source, process_env, stop_process, wait_for
 

@@ -15,8 +15,9 @@ from django.utils import timezone
 from competitions.models import Competition
 from evaluation.services import hardware_register
 from problems.models import Problem
+from submissions.errors import SubmissionError
 from submissions.models import Submission
-from submissions.services import SubmissionError, submission_create
+from submissions.services import submission_create
 from tests.api_support import token_for
 from tests.conftest import kernel_source
 from tests.leaderboard_factory import make_problem

@@ -12,9 +12,10 @@ from django.test import Client
 from django.utils import timezone
 from django_q.models import OrmQ
 
+from submissions.errors import SubmissionError
 from submissions.models import Evaluation, Submission
 from submissions.quotas import day_start, quota_usage
-from submissions.services import SubmissionError, submission_create
+from submissions.services import submission_create
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import kernel_source
 

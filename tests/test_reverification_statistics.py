@@ -22,8 +22,8 @@ from kbcli.main import describe_ranking
 from leaderboard.models import BestEntry
 from leaderboard.selectors import board_rows, flagged_rows
 from submissions.models import Evaluation, Reverification, Submission
+from submissions.reverifications import reverification_request
 from submissions.selectors import submission_status_payload
-from submissions.services import reverification_request
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.leaderboard_factory import make_result
 

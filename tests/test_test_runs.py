@@ -14,7 +14,7 @@ from django.test import Client
 from leaderboard.models import BestEntry, Record
 from leaderboard.services import boards_rebuild
 from submissions.models import Reverification, Submission
-from submissions.services import ReverificationError, reverification_request
+from submissions.reverifications import ReverificationError, reverification_request
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import KERNELS, kernel_source
 from tests.leaderboard_factory import make_result

@@ -10,7 +10,7 @@ from django.test import Client
 from django_q.models import OrmQ
 
 from submissions.models import Submission
-from submissions.services import SourceError, check_kernel_source
+from submissions.sources import SourceError, check_kernel_source
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import REPO, kernel_source
 from tests.sandbox.conftest import KERNELS as ATTACK_KERNELS

@@ -1,0 +1,80 @@
+"""Handing work to a hardware's django-q2 queue: a submission's evaluation, a re-verification,
+an Nsight Compute report. Called after the row is committed, and by the runners' sweep for rows
+that no broker holds (gpu_runner.leased)."""
+
+import logging
+import time
+
+from django.db import DatabaseError
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from evaluation import leases
+from submissions.models import NcuReport, Reverification, Submission
+
+log = logging.getLogger(__name__)
+
+# Handing a task to the broker is retried this many times (a locked database, a Redis blip)
+# before the submission is left to the sweep for unqueued submissions.
+ENQUEUE_ATTEMPTS = 3
+
+
+def enqueue_evaluation(submission: Submission) -> bool:
+    """Hand the evaluation to the hardware's queue; True once the broker has it.
+
+    Never raises: the submission is committed already. When the broker cannot be reached after
+    a few tries, `enqueued_at` stays empty and the runners' sweep queues it later; a
+    task that arrives twice is harmless, as the runner's claim lets only one evaluate.
+    """
+    for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
+        try:
+            async_task(
+                "gpu_runner.tasks.evaluate",
+                submission.pk,
+                cluster=submission.hardware.queue_name,
+                task_name=f"evaluate-{submission.pk}",
+            )
+            break
+        except Exception:  # DatabaseError on the ORM broker, a connection error on Redis
+            if attempt == ENQUEUE_ATTEMPTS:
+                log.exception(
+                    "could not enqueue submission %s; the sweep will queue it", submission.pk
+                )
+                return False
+            time.sleep(0.5 * 2 ** (attempt - 1))
+    try:
+        Submission.objects.filter(pk=submission.pk, enqueued_at__isnull=True).update(
+            enqueued_at=timezone.now()
+        )
+    except DatabaseError:  # the sweep may queue it once more; the claim keeps that harmless
+        log.warning("submission %s is enqueued but not marked so", submission.pk)
+    return True
+
+
+
+def enqueue_once(row, *, task: str) -> bool:
+    """Hand a queued re-verification or Nsight Compute report to its hardware's queue, once: the
+    conditional update on enqueued_at keeps sweeps in several runners from queueing it twice. A
+    broker that is down unmarks it, and the next sweep tries again."""
+    model = type(row)
+    marked = model.objects.filter(
+        pk=row.pk, status=leases.QUEUED, enqueued_at__isnull=True
+    ).update(enqueued_at=timezone.now())
+    if not marked:
+        return False
+    try:
+        async_task(task, row.pk, cluster=row.submission.hardware.queue_name,
+                   task_name=f"{task.rsplit('.', 1)[-1]}-{row.pk}")
+    except Exception:
+        log.exception("could not enqueue %s %s", model.__name__, row.pk)
+        model.objects.filter(pk=row.pk).update(enqueued_at=None)
+        return False
+    return True
+
+
+def enqueue_reverification(reverification: Reverification) -> bool:
+    return enqueue_once(reverification, task="gpu_runner.tasks.reverify")
+
+
+def enqueue_ncu_report(report: NcuReport) -> bool:
+    return enqueue_once(report, task="gpu_runner.tasks.ncu_report")
