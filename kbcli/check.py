@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator import backends
 from evaluator import flags as flag_kinds
 from evaluator.config import BACKENDS, PRECISIONS, JobError, normalize_job
 from evaluator.runner import sandbox
@@ -298,7 +299,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         else:
             saved = config.load()
             reference = fetch_reference(Client(saved.url, saved.token), args.problem)
-        device = args.device or ("cuda" if args.backend == "cuda" else "cpu")
+        device = args.device or ("cuda" if backends.get(args.backend).gpu_only else "cpu")
         cache = build_cache_dir()
         try:
             cache.mkdir(parents=True, exist_ok=True, mode=0o700)

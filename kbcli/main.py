@@ -10,9 +10,13 @@ from pathlib import Path
 
 import requests
 
+from evaluator.backends import NAMES as BACKEND_NAMES
 from kbcli import batch, check, config, starter
 from kbcli.client import ApiError, Client, settled
 from kbcli.files import read_kernel
+
+# The site may serve fewer on a hardware; it says which when one is not served there.
+BACKEND_HELP = f"one of {', '.join(BACKEND_NAMES)}"
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # an error, or a verdict other than correct
@@ -525,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
         """The kernel file, its problem, backend, hardware and precision (submit and test)."""
         sub.add_argument("file", help=file_help)
         name_problem(sub)
-        sub.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
+        sub.add_argument("--backend", required=True, help=BACKEND_HELP)
         sub.add_argument("--hardware",
                          help="a hardware slug, e.g. h200 (the site's only one by default)")
         sub.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
@@ -582,7 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     enter.add_argument("slug")
     enter.add_argument("file")
     enter.add_argument("--problem", required=True, help="the problem's slug, e.g. level1/19_ReLU")
-    enter.add_argument("--backend", required=True, help="cuda, triton, torch or cpp")
+    enter.add_argument("--backend", required=True, help=BACKEND_HELP)
     enter.add_argument("--precision", help="fp32, fp16 or bf16")
     enter.add_argument("--wait", action="store_true", help=wait_help)
     enter.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")

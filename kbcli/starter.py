@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+from evaluator.backends import NAMES
 from kbcli import config
 from kbcli.client import Client
 
@@ -14,7 +15,7 @@ HELP = ("print a problem's starter kernel in a backend (a ModelNew the judge fin
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--problem", required=True, help="the problem's slug, e.g. level1/19_ReLU")
-    parser.add_argument("--backend", required=True, help="cuda, triton, cpp or torch")
+    parser.add_argument("--backend", required=True, help=f"one of {', '.join(NAMES)}")
     parser.add_argument(
         "-o", "--output",
         help="write it to this file (or into this folder, under the site's file name, "
