@@ -21,7 +21,7 @@ from evaluation.models import Hardware
 from gpu_runner.services import reverification_stop, submission_stop
 from problems.models import Validation
 from submissions.models import NcuReport, Reverification, Submission
-from submissions.services import enqueue_evaluation, enqueue_ncu_report, enqueue_reverification
+from submissions.queues import enqueue_evaluation, enqueue_ncu_report, enqueue_reverification
 
 log = logging.getLogger(__name__)
 

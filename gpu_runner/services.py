@@ -26,13 +26,11 @@ from kbsite.live import publish, submission_group
 from leaderboard.selectors import would_set_record
 from leaderboard.services import board_refresh_for
 from problems.models import Baseline
+from submissions.events import submission_status_publish
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
+from submissions.queues import enqueue_reverification
+from submissions.reverifications import ReverificationError, reverification_request
 from submissions.selectors import submission_status_payload
-from submissions.services import (
-    ReverificationError,
-    enqueue_reverification,
-    reverification_request,
-)
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +49,7 @@ def evaluate_submission(*, submission_id: int, runner_name: str) -> str:
     if not submission.claim(runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS):
         return "not claimed"
     Runner.objects.filter(name=runner_name).update(current_submission_id=submission.pk)
-    _publish_status(submission)
+    submission_status_publish(submission=submission)
     try:
         result = _run_in_sandbox(submission, runner_name=runner_name)
         evaluation = _store_result(submission, result, runner_name=runner_name)
@@ -84,7 +82,7 @@ def submission_stop(submission: Submission, *, message: str) -> bool:
                 "source_hash": submission.source_hash,
             },
         )
-        _publish_status(submission)
+        submission_status_publish(submission=submission)
     return True
 
 
@@ -255,7 +253,7 @@ def _store_result(submission: Submission, result: Result, *, runner_name: str) -
             if not submission.test_run:  # a test run never reaches a board
                 _hold_new_record(evaluation)
                 _refresh_boards(evaluation)
-            _publish_status(submission)
+            submission_status_publish(submission=submission)
     except IntegrityError:
         log.warning("submission %s was finished elsewhere; result dropped", submission.pk)
         return None
@@ -398,7 +396,7 @@ def _store_reverification(
             )
             _refresh_boards(evaluation)
             submission.refresh_from_db()
-            _publish_status(submission)
+            submission_status_publish(submission=submission)
     except IntegrityError:
         log.warning("%s was finished elsewhere; result dropped", reverification)
         return None
@@ -430,7 +428,7 @@ def reverification_stop(reverification: Reverification, *, message: str) -> bool
             return False
         _refresh_boards(evaluation)
         submission.refresh_from_db()
-        _publish_status(submission)
+        submission_status_publish(submission=submission)
     return True
 
 
@@ -442,12 +440,6 @@ def _refresh_boards(evaluation: Evaluation) -> None:
             standings_refresh_for(evaluation)
     except Exception:
         log.exception("could not refresh the boards for evaluation %s", evaluation.pk)
-
-
-def _publish_status(submission: Submission) -> None:
-    publish(
-        submission_group(submission.pk), {"type": "status", **submission_status_payload(submission)}
-    )
 
 
 def ncu_report_make(*, report_id: int, runner_name: str) -> str:
@@ -491,5 +483,5 @@ def ncu_report_make(*, report_id: int, runner_name: str) -> str:
         ncu_version=str(outcome.get("ncu_version") or "")[:100],
         seconds=outcome.get("seconds"),
     )
-    _publish_status(report.submission)
+    submission_status_publish(submission=report.submission)
     return status
