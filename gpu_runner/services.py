@@ -30,6 +30,7 @@ from submissions.events import submission_status_publish
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
 from submissions.queues import enqueue_reverification
 from submissions.reverifications import ReverificationError, reverification_request
+from submissions.runs import run_sample_refresh
 from submissions.selectors import submission_status_payload
 
 log = logging.getLogger(__name__)
@@ -433,11 +434,13 @@ def reverification_stop(reverification: Reverification, *, message: str) -> bool
 
 
 def _refresh_boards(evaluation: Evaluation) -> None:
-    """Boards are derived data: a failure there must never cost the evaluation itself."""
+    """Boards, standings and a run's samples are derived data: a failure there must never cost
+    the evaluation itself."""
     try:
         with transaction.atomic():  # a savepoint, so a failed refresh leaves the rest intact
             board_refresh_for(evaluation)
             standings_refresh_for(evaluation)
+            run_sample_refresh(submission=evaluation.submission)
     except Exception:
         log.exception("could not refresh the boards for evaluation %s", evaluation.pk)
 

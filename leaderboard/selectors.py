@@ -11,7 +11,6 @@ from collections import defaultdict
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db.models import Count, Min, Sum
 from django.template.loader import render_to_string
 
@@ -21,7 +20,12 @@ from evaluator import verdicts
 from leaderboard.models import BestEntry, Record
 from problems.models import Problem
 from submissions.models import Evaluation, Model, Submission
-from submissions.runs import run_first_outcomes, run_problems, run_samples, run_version
+from submissions.runs import (
+    run_first_outcomes,
+    run_planned_samples,
+    run_problems,
+    run_samples,
+)
 from submissions.selectors import can_see_source, latest_evaluations, shown_error
 
 BASELINES = scoring.BASELINES
@@ -427,25 +431,16 @@ def board_snapshot(*, problem, hardware) -> dict:
 
 def run_summary(run, *, baseline: str = "eager") -> list[dict]:
     """Per level: rates and fast_p over sample 0 of each problem (KernelBench's convention for
-    a run), and pass@k over all samples where the run has several."""
+    a run), and pass@k over all samples where the run has several. From the run's samples as
+    they are kept (runs.run_samples: a row a sample, counted as its results land)."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
-    # Every sample's result is read (most of a model's or a run's page): kept in the cache under
-    # the run's version, which changes with any of its results (runs.run_version).
-    return cache.get_or_set(
-        f"run-summary:{run.pk}:{baseline}:{run_version(run)}",
-        lambda: _run_summary(run, baseline=baseline),
-    )
-
-
-def _run_summary(run, *, baseline: str) -> list[dict]:
     samples = run_samples(run)
-    planned = max([run.samples_per_problem] + [index + 1 for _, index in samples])
+    planned = run_planned_samples(run)
     counts: dict[int, tuple[int, int]] = {}
-    for (problem_id, _), e in samples.items():
-        if e is not None:
-            n, c = counts.get(problem_id, (0, 0))
-            counts[problem_id] = (n + 1, c + int(scoring.on_board(e)))
+    for (problem_id, _), sample in samples.items():
+        n, c = counts.get(problem_id, (0, 0))
+        counts[problem_id] = (n + 1, c + int(sample["correct"]))
     first = run_first_outcomes(samples, baseline=baseline)
     # KernelBench's counting beside ours (scoring.COUNTINGS), labelled.
     first_kb = run_first_outcomes(samples, baseline=baseline, counting="kernelbench")
@@ -514,9 +509,10 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
         level = levels[0] if levels else None
     elif level not in levels:
         raise ValueError(f"this run has no problems in level {level}")
-    chosen = {key: e for key, e in run_samples(run).items() if e is not None}
+    # Each sample's result, as the tables count it (runs.run_samples).
+    chosen = {key: e for key, e in run_samples(run).items() if e["evaluation_id"] is not None}
     evaluations = Evaluation.objects.select_related("submission__problem").in_bulk(
-        [e["id"] for e in chosen.values()]
+        [e["evaluation_id"] for e in chosen.values()]
     )
     problems = Problem.objects.in_bulk({problem_id for problem_id, _ in chosen})
     hardware = run.hardware
@@ -525,8 +521,8 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
         problem = problems[problem_id]
         if problem.level != level:
             continue
-        evaluation = evaluations[e["id"]]
-        correct = scoring.on_board(e)
+        evaluation = evaluations[e["evaluation_id"]]
+        correct = e["correct"]
         stats = _kernelbench_stats(evaluation.candidate_stats, hardware) if correct else {}
         passed = sum(1 for t in evaluation.trials if isinstance(t, dict) and t.get("passed"))
         metadata = {
@@ -551,7 +547,7 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
         results.setdefault(str(problem.number), []).append(
             {
                 "sample_id": index,
-                "compiled": scoring.compiled(e),
+                "compiled": e["compiled"],
                 "correctness": correct,
                 "metadata": metadata,
                 # KernelBench reports the mean time in ms, and -1.0 when there is none.

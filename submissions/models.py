@@ -677,6 +677,42 @@ class Generation(models.Model):
         return f"{self.run} {self.problem_id} sample {self.sample_index} turn {self.turn}"
 
 
+
+class RunSample(models.Model):
+    """One sample of a run (a problem and a sample index) as the run's tables count it: its
+    result, the best of its submissions' (a sample refined over several turns has several;
+    scoring.best_of_key picks), by either counting (scoring.COUNTINGS). Kept as the sample's
+    results land (runs.run_sample_refresh), so that a run's tables read a row a sample, never
+    every evaluation of the run. A sample with no result yet has none."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sample_results")
+    problem = models.ForeignKey("problems.Problem", on_delete=models.CASCADE, related_name="+")
+    sample_index = models.PositiveSmallIntegerField()
+    evaluation = models.ForeignKey(
+        Evaluation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    compiled = models.BooleanField(default=False)
+    # Ours (scoring.on_board), with the speedups as it counts them (scoring.counted_speedup).
+    correct = models.BooleanField(default=False)
+    speedup_eager = models.FloatField(null=True, blank=True)
+    speedup_compile = models.FloatField(null=True, blank=True)
+    # KernelBench's counting of the same result.
+    kernelbench_correct = models.BooleanField(default=False)
+    kernelbench_speedup_eager = models.FloatField(null=True, blank=True)
+    kernelbench_speedup_compile = models.FloatField(null=True, blank=True)
+    # Its submissions (one a turn) whose result is on the board: the run page's "correct".
+    correct_submissions = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "problem", "sample_index"], name="unique_run_sample"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} {self.problem_id} sample {self.sample_index}: {self.correct}"
+
 class NcuReport(models.Model):
     """An Nsight Compute report on a submission's own kernels, asked for by its owner or staff.
 

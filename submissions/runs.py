@@ -15,7 +15,6 @@ where it was: a step that is done, had no code, or failed is never asked again.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections import defaultdict
@@ -25,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 from django.db import transaction
 from django.db.models import Count, F, Max, Q, Sum
@@ -35,7 +33,7 @@ from django_q.tasks import async_task
 from evaluation import metrics, scoring
 from evaluation.models import Hardware
 from problems.models import Problem, Tag
-from submissions.models import Evaluation, Generation, Model, Run, Submission
+from submissions.models import Evaluation, Generation, Model, Run, RunSample, Submission
 from submissions.selectors import latest_evaluations
 from submissions.services import (
     PRECISIONS,
@@ -518,39 +516,6 @@ def _store_answer(generation: Generation, answer: llm.Answer) -> None:
 STEP_PROBLEMS_PER_PAGE = 10
 
 
-def run_version(run: Run) -> str:
-    """A key that changes whenever a run's tables can: its submissions (how many, and which, in
-    each re-verification state), their evaluations (how many, the last), the problems it counts
-    and what its rows are labelled with. Evaluations are only ever added, and a submission's
-    result changes only with a new evaluation or its re-verification state.
-
-    A run's tables read every sample's result (80 ms for 3,000 samples), so pages keep them in
-    the cache under this key: nothing to invalidate, and a finished run's are read once. The
-    cache's own timeout bounds how long one outlives a change of the rules themselves."""
-    states = sorted(
-        run.submissions.order_by()
-        .values_list("reverification")
-        .annotate(n=Count("id"), ids=Sum("id"))
-    )
-    evaluations = Evaluation.objects.filter(submission__run=run).aggregate(
-        n=Count("id"), last=Max("id")
-    )
-    parts = (
-        run.pk, run.created_at, run.name, str(run.model), run.hardware.slug,
-        run.samples_per_problem, states, evaluations, run_problems(run),
-    )
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
-
-
-def run_results(run: Run) -> list[dict]:
-    """The result of each of the run's submissions: its latest evaluation on the run's hardware
-    (latest_evaluations)."""
-    return latest_evaluations(
-        submission_ids=run.submissions.order_by().values_list("pk", flat=True),
-        hardware_id=run.hardware_id,
-    )
-
-
 def run_progress(run: Run, *, correct: int | None = None) -> dict:
     """Counts for the run page: steps generated, submissions evaluated, and correct (their
     result on the board: scoring.on_board, as every table counts it; `correct` when the
@@ -562,7 +527,7 @@ def run_progress(run: Run, *, correct: int | None = None) -> dict:
         evaluated=Count("id", filter=Q(status=Submission.Status.FINISHED)),
     )
     if correct is None:
-        correct = sum(1 for e in run_results(run) if scoring.on_board(e))
+        correct = run.sample_results.aggregate(n=Sum("correct_submissions"))["n"] or 0
     problems = run.problems.count()
     return {
         "status": run.status,
@@ -582,30 +547,127 @@ def run_progress(run: Run, *, correct: int | None = None) -> dict:
     }
 
 
-def run_samples(
-    run: Run, *, results: list[dict] | None = None
-) -> dict[tuple[int, int], dict | None]:
-    """Per (problem, sample index): the sample's result, the best of its submissions' results
-    (a sample refined over several turns has several; scoring.best_of_key picks); None while
-    none is evaluated. A result is a submission's latest evaluation on the run's hardware
-    (`results`: run_results, when the caller has read them)."""
-    samples: dict[tuple[int, int], dict | None] = {}
-    index_of: dict[int, int] = {}
-    for pk, problem_id, index in run.submissions.order_by().values_list(
-        "pk", "problem_id", "sample_index"
-    ):
-        samples.setdefault((problem_id, index), None)
-        index_of[pk] = index
-    if results is None:
-        results = latest_evaluations(submission_ids=index_of, hardware_id=run.hardware_id)
-    for e in results:
-        if e["submission_id"] not in index_of:  # deleted since the results were read
-            continue
-        key = (e["submission__problem_id"], index_of[e["submission_id"]])
-        current = samples.get(key)
-        if current is None or scoring.best_of_key(e) > scoring.best_of_key(current):
-            samples[key] = e
-    return samples
+# ---- a run's samples, counted as their results land ---------------------------------------------
+#
+# A run's tables read every sample's result: read from the evaluations, that was 80 ms for a run
+# of 3,000 samples, on every view after each new result. Each sample's result is kept instead
+# (RunSample), recounted from its few submissions when one of their results lands.
+
+# An evaluation of a run's submission: its scoring row, and where the submission sits in its run.
+RUN_ROW_FIELDS = (*scoring.ROW_FIELDS, "submission__run_id", "submission__sample_index")
+
+
+def sample_fields(results: list[dict]) -> dict:
+    """RunSample's fields from the results of one sample's submissions (scoring rows, in
+    submission order): the best of them (scoring.best_of_key; the first on a tie) as each
+    counting counts it."""
+    best = results[0]
+    for result in results[1:]:
+        if scoring.best_of_key(result) > scoring.best_of_key(best):
+            best = result
+    fields = {
+        "evaluation_id": best["id"],
+        "compiled": scoring.compiled(best),
+        "correct_submissions": sum(1 for result in results if scoring.on_board(result)),
+    }
+    for counting, prefix in (("strict", ""), ("kernelbench", "kernelbench_")):
+        fields[f"{prefix}correct"] = scoring.counted(best, counting)
+        for baseline in scoring.BASELINES:
+            fields[f"{prefix}speedup_{baseline}"] = scoring.counted_speedup(
+                best, baseline, counting
+            )
+    return fields
+
+
+def samples_of(
+    rows: Iterable[dict], *, hardware_of: dict[int, int]
+) -> dict[tuple[int, int, int], dict]:
+    """RunSample's fields per (run, problem, sample index), from evaluation rows (RUN_ROW_FIELDS)
+    ordered by submission, latest first: a submission's result is its latest evaluation on its
+    run's hardware (`hardware_of`: run id to hardware id), whatever its purpose, as
+    latest_evaluations has it. Plain values in and out: the migration that added RunSample
+    fills it with this too."""
+    latest: dict[int, dict] = {}
+    for row in rows:
+        if row["hardware_id"] == hardware_of.get(row["submission__run_id"]):
+            latest.setdefault(row["submission_id"], row)
+    by_sample: dict[tuple[int, int, int], list[dict]] = defaultdict(list)
+    for row in latest.values():
+        sample = (row["submission__run_id"], row["submission__problem_id"],
+                  row["submission__sample_index"])
+        by_sample[sample].append(row)
+    return {sample: sample_fields(results) for sample, results in by_sample.items()}
+
+
+def run_sample_refresh(*, submission: Submission) -> None:
+    """A result of this submission landed, or its re-verification decided it: if it is a run's,
+    recount its sample from the results of the sample's submissions (one a turn)."""
+    if submission.run_id is None:
+        return
+    sample = {"run_id": submission.run_id, "problem_id": submission.problem_id,
+              "sample_index": submission.sample_index}
+    hardware_id = Run.objects.values_list("hardware_id", flat=True).get(pk=submission.run_id)
+    # The sample's submissions first (the run's index), then their evaluations (theirs).
+    ids = list(Submission.objects.filter(**sample).values_list("pk", flat=True))
+    rows = (
+        Evaluation.objects.filter(submission_id__in=ids)
+        .order_by("submission_id", "-finished_at", "-id")
+        .values(*RUN_ROW_FIELDS)
+    )
+    fields = samples_of(rows, hardware_of={submission.run_id: hardware_id}).get(
+        (submission.run_id, submission.problem_id, submission.sample_index)
+    )
+    if fields is None:
+        RunSample.objects.filter(**sample).delete()
+        return
+    RunSample.objects.update_or_create(**sample, defaults=fields)
+
+
+def run_samples_rebuild(*, run: Run | None = None) -> int:
+    """Recount every sample of every run (or of one) from the evaluations, if the kept ones
+    are ever in doubt. Returns how many were written."""
+    runs = Run.objects.all() if run is None else Run.objects.filter(pk=run.pk)
+    written = 0
+    for run_id, hardware_id in runs.values_list("pk", "hardware_id"):
+        rows = (
+            Evaluation.objects.filter(submission__run_id=run_id)
+            .order_by("submission_id", "-finished_at", "-id")
+            .values(*RUN_ROW_FIELDS)
+        )
+        samples = [
+            RunSample(run_id=run_id, problem_id=problem_id, sample_index=index, **fields)
+            for (_, problem_id, index), fields in samples_of(
+                rows.iterator(chunk_size=2000), hardware_of={run_id: hardware_id}
+            ).items()
+        ]
+        with transaction.atomic():
+            RunSample.objects.filter(run_id=run_id).delete()
+            RunSample.objects.bulk_create(samples, batch_size=2000)
+        written += len(samples)
+    return written
+
+
+# What the tables read of a sample.
+SAMPLE_FIELDS = (
+    "problem_id", "sample_index", "evaluation_id", "compiled", "correct", "speedup_eager",
+    "speedup_compile", "kernelbench_correct", "kernelbench_speedup_eager",
+    "kernelbench_speedup_compile", "correct_submissions",
+)
+
+
+def run_samples(run: Run) -> dict[tuple[int, int], dict]:
+    """Per (problem, sample index), each sample that has a result: that result as the tables
+    count it (RunSample's SAMPLE_FIELDS), kept as the run's results land."""
+    return {
+        (row["problem_id"], row["sample_index"]): row
+        for row in run.sample_results.values(*SAMPLE_FIELDS)
+    }
+
+
+def run_planned_samples(run: Run) -> int:
+    """How many samples a problem of the run has, planned or made (pass@k's n)."""
+    highest = run.submissions.aggregate(highest=Max("sample_index"))["highest"]
+    return max(run.samples_per_problem, highest + 1 if highest is not None else 0)
 
 
 def run_problems(run: Run) -> dict[int, list[int]]:
@@ -625,20 +687,24 @@ def run_problems(run: Run) -> dict[int, list[int]]:
 
 
 def run_first_outcomes(
-    samples: dict[tuple[int, int], dict | None], *, baseline: str = "eager",
-    counting: str = "strict",
+    samples: dict[tuple[int, int], dict], *, baseline: str = "eager", counting: str = "strict",
 ) -> dict[int, metrics.Outcome]:
-    """Per problem, sample 0's outcome: KernelBench scores a run by its first sample. `counting`
-    (scoring.COUNTINGS): ours (strict), or KernelBench's, where a kernel whose own backend did
-    not do the work still counts as correct."""
+    """Per problem, sample 0's outcome (run_samples): KernelBench scores a run by its first
+    sample. `counting` (scoring.COUNTINGS): ours (strict), or KernelBench's, where a kernel
+    whose own backend did not do the work still counts as correct."""
+    for name, value, allowed in (("counting", counting, scoring.COUNTINGS),
+                                 ("baseline", baseline, scoring.BASELINES)):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    prefix = "kernelbench_" if counting == "kernelbench" else ""
     return {
         problem_id: metrics.Outcome(
-            compiled=scoring.compiled(e),
-            correct=scoring.counted(e, counting),
-            speedup=scoring.counted_speedup(e, baseline, counting),
+            compiled=sample["compiled"],
+            correct=sample[f"{prefix}correct"],
+            speedup=sample[f"{prefix}speedup_{baseline}"],
         )
-        for (problem_id, index), e in samples.items()
-        if index == 0 and e is not None
+        for (problem_id, index), sample in samples.items()
+        if index == 0
     }
 
 
@@ -655,7 +721,7 @@ def run_fast_p(
     run: Run,
     *,
     counting: str = "strict",
-    samples: dict[tuple[int, int], dict | None] | None = None,
+    samples: dict[tuple[int, int], dict] | None = None,
 ) -> list[FastPRow]:
     """fast_p per level over the run's problems (every one in the denominator), over the eager
     baseline: the same figures as the leaderboard's run table. `counting`: scoring.COUNTINGS;
@@ -697,11 +763,10 @@ def _fast_p_rows(rows: list[FastPRow]) -> list[dict]:
 
 def _run_tables(run: Run) -> dict:
     """What the run page shows from every sample's result: the correct ones and both fast_p
-    tables, from one read of the results."""
-    results = run_results(run)
-    samples = run_samples(run, results=results)
+    tables, from one read of the samples."""
+    samples = run_samples(run)
     return {
-        "correct": sum(1 for e in results if scoring.on_board(e)),
+        "correct": sum(sample["correct_submissions"] for sample in samples.values()),
         "fast_p": _fast_p_rows(run_fast_p(run, samples=samples)),
         # KernelBench's own counting beside ours (scoring.COUNTING_LABELS says what each is).
         "fast_p_kernelbench": _fast_p_rows(
@@ -762,7 +827,7 @@ def _problem_steps(run: Run, problems: Page) -> list[dict]:
 def run_status_payload(run: Run, *, page: int | str | None = 1) -> dict:
     """Everything the run page shows, as JSON: the page polls it for live progress. The steps
     are those of one page of the run's problems (STEP_PROBLEMS_PER_PAGE a page)."""
-    tables = cache.get_or_set(f"run-tables:{run.pk}:{run_version(run)}", lambda: _run_tables(run))
+    tables = _run_tables(run)
     problems = Paginator(
         run.problems.order_by("level", "number").only("slug", "level", "number"),
         STEP_PROBLEMS_PER_PAGE,

@@ -1,8 +1,8 @@
 """Builders for leaderboard tests: stored results without running a kernel.
 
 The leaderboard only reads what the runner stores, so these write the same rows the runner
-writes (a finished Submission and its Evaluation) and call board_refresh_for inside the same
-transaction, as gpu_runner/services.py does.
+writes (a finished Submission and its Evaluation) and refresh what follows from it (the board,
+a run's sample) inside the same transaction, as gpu_runner/services.py does.
 """
 
 from datetime import datetime, timedelta
@@ -14,6 +14,7 @@ from leaderboard.services import board_refresh_for
 from problems.models import Problem, source_hash
 from problems.services import problem_upsert
 from submissions.models import Evaluation, Submission
+from submissions.runs import run_sample_refresh
 
 REFERENCE = "import torch\n\n\nclass Model(torch.nn.Module):\n    pass  # {tag}\n"
 
@@ -124,5 +125,12 @@ def make_result(
             finished_at=tick(),
         )
         if refresh:
-            board_refresh_for(evaluation)
+            refresh_results(evaluation)
     return evaluation
+
+
+def refresh_results(evaluation: Evaluation) -> None:
+    """What the runner refreshes once it stores an evaluation (gpu_runner.services'
+    _refresh_boards): the board, and the run's sample where the submission is a run's."""
+    board_refresh_for(evaluation)
+    run_sample_refresh(submission=evaluation.submission)

@@ -12,6 +12,7 @@ from django_q.models import OrmQ
 
 from submissions.llm import MOCK_FILE_ENV
 from submissions.models import Evaluation, Model, Submission
+from submissions.runs import run_sample_refresh
 from tests.conftest import REPO, process_env, stop_processes
 
 MODEL_NAME = "openai/gpt-4o-mini"  # in litellm's local price list, so costs are not zero
@@ -83,17 +84,20 @@ def write_answers(path: Path, answers: dict) -> Path:
     return path
 
 
-def finish_evaluation(submission: Submission, *, verdict: str, error: str = "") -> None:
+def finish_evaluation(
+    submission: Submission, *, verdict: str, error: str = "", speedup: float = 0.5
+) -> None:
     """Store what a runner would, for tests of what follows an evaluation (the flow tests have
     real runners do it)."""
     Evaluation.objects.create(
         submission=submission, hardware=submission.hardware,
         problem_version=submission.problem_version, verdict=verdict,
         correct=verdict == "correct", error=error, candidate_median_ms=2.0,
-        reference_median_ms=1.0, speedup=0.5, source_hash=submission.source_hash,
+        reference_median_ms=2.0 * speedup, speedup=speedup, source_hash=submission.source_hash,
         finished_at=timezone.now(),
     )
     submission.mark_finished(verdict=verdict)
+    run_sample_refresh(submission=submission)  # as the runner does once it stores a result
 
 
 def queued_tasks(queue: str) -> list[dict]:

@@ -131,12 +131,15 @@ def test_it_keeps_the_error_text_out_of_a_runs_kernelbench_export_for_others(
 ):
     from leaderboard import selectors
     from submissions.models import Model, Run
+    from submissions.runs import run_sample_refresh
 
     model = Model.objects.create(litellm_name="test/model")
     run = Run.objects.create(name="sweep", model=model, hardware=finished.hardware,
                              created_by=user)
     run.problems.set([finished.problem])
     Submission.objects.filter(pk=finished.pk).update(run=run, model=model)
+    # The run's sample, as the runner keeps it once a result lands.
+    run_sample_refresh(submission=Submission.objects.get(pk=finished.pk))
     mine = json.dumps(selectors.run_eval_results(run, viewer=user))
     theirs = json.dumps(selectors.run_eval_results(run, viewer=stranger))
     assert SECRET in mine and SECRET not in theirs and GENERIC in theirs

@@ -1,6 +1,7 @@
 """The pages a visitor opens, at scale (issue 42; bench/leaderboard_bench.py times them): as many
-queries for many results as for few, long lists a page at a time, and a run's tables taken
-from the cache only while the run's results are those they were computed from."""
+queries for many results as for few, long lists a page at a time, and a run's tables read from
+its samples as they are kept (a row a sample, never every result), which follow each new result
+and each result held."""
 
 import csv
 import io
@@ -16,8 +17,8 @@ from evaluation.services import hardware_register
 from leaderboard import selectors, views
 from problems.models import Problem
 from submissions import runs
-from submissions.models import Generation, Model, Run, Submission
-from tests.leaderboard_factory import make_problem, make_result
+from submissions.models import Generation, Model, Run, RunSample, Submission
+from tests.leaderboard_factory import make_problem, make_result, refresh_results
 
 pytestmark = pytest.mark.django_db
 
@@ -124,7 +125,7 @@ def test_a_runs_tables_follow_each_new_result_and_each_result_held(run):
     assert [r["correct"] for r in selectors.run_summary(run)] == [2]
     assert runs.run_status_payload(run)["correct"] == 2
 
-    # A later evaluation of a sample replaces its result; the cached tables follow at once.
+    # A later evaluation of a sample replaces its result; the tables follow at once.
     sample = run.submissions.first()
     make_result(
         problem=sample.problem, hardware=run.hardware, submission=sample, verdict="incorrect"
@@ -132,12 +133,34 @@ def test_a_runs_tables_follow_each_new_result_and_each_result_held(run):
     assert [r["correct"] for r in selectors.run_summary(run)] == [1]
     assert runs.run_status_payload(run)["correct"] == 1
 
-    # So does a result held for its re-verification, with no evaluation stored.
-    Submission.objects.filter(run=run).update(
-        reverification=Submission.ReverificationState.PENDING
-    )
+    # So does a result held for its re-verification, with no evaluation stored (the runner
+    # holds a would-be record, then refreshes what follows from its result).
+    for submission in Submission.objects.filter(run=run):
+        submission.hold_for_reverification()
+        refresh_results(submission.latest_evaluation)
     assert [r["correct"] for r in selectors.run_summary(run)] == [0]
     assert runs.run_status_payload(run)["correct"] == 0
+
+
+def test_a_runs_kept_samples_are_those_a_rebuild_counts_from_every_result(run):
+    add_results(run, problems=3, people=0, samples=3)
+    sample = run.submissions.order_by("pk").first()
+    make_result(problem=sample.problem, hardware=run.hardware, submission=sample,
+                verdict="incorrect")  # a re-evaluation
+    kept = sorted(RunSample.objects.values_list(*runs.SAMPLE_FIELDS))
+    assert len(kept) == 9
+
+    RunSample.objects.update(correct=False, correct_submissions=0)  # in doubt
+    assert runs.run_samples_rebuild() == 9
+    assert sorted(RunSample.objects.values_list(*runs.SAMPLE_FIELDS)) == kept
+
+
+def test_a_runs_tables_read_a_row_a_sample_not_every_result(run):
+    add_results(run, problems=3, people=1, samples=3)
+    with CaptureQueriesContext(connection) as captured:
+        selectors.run_summary(run)
+    assert len(captured) == 3  # the samples, the samples planned, the run's problems
+    assert all("evaluation_evaluation" not in q["sql"] for q in captured)
 
 
 def test_the_people_table_is_shown_a_page_at_a_time_and_downloaded_whole(run, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 from problems.models import Problem, Tag
 from submissions import runs
 from submissions.llm import MOCK_FILE_ENV
-from submissions.models import Evaluation, Generation, Run, Submission
+from submissions.models import Generation, Run, Submission
 from tests.runs_support import (
     NO_CODE,
     RELU_CORRECT,
@@ -327,8 +327,7 @@ def test_progress_and_fast_p_count_every_problem_of_the_level(
     for generation in run.generations.all():
         step(generation)
     relu = run.generations.get(problem__slug=RELU).submission
-    finish_evaluation(relu, verdict="correct")
-    Evaluation.objects.filter(submission=relu).update(speedup=1.2)
+    finish_evaluation(relu, verdict="correct", speedup=1.2)
 
     progress = runs.run_progress(run)
     assert {k: progress[k] for k in ("generated", "no_code", "submissions", "evaluated",

@@ -13,10 +13,9 @@ from evaluation.services import hardware_register
 from evaluator import flags
 from leaderboard import selectors
 from leaderboard.selectors import board_rows
-from leaderboard.services import board_refresh_for
 from submissions.models import Evaluation, Model, Run, Submission
 from submissions.runs import run_fast_p, run_progress
-from tests.leaderboard_factory import make_problem, make_result
+from tests.leaderboard_factory import make_problem, make_result, refresh_results
 
 State = Submission.ReverificationState
 
@@ -50,7 +49,7 @@ def mixed_run(db):
 
     held = make_result(problem=problems[1], ms=0.5, refresh=False, **result)
     Submission.objects.filter(pk=held.submission_id).update(reverification=State.PENDING)
-    board_refresh_for(held)
+    refresh_results(held)
 
     confirmed = make_result(problem=problems[2], ms=1.0, **result)
     reverify(confirmed, state=State.PASSED, ms=0.8)
