@@ -112,19 +112,43 @@ def level_summary(
 ) -> LevelSummary:
     """Rates over every problem in `problems`; outcomes for other problems are ignored."""
     counted = [outcomes[p] for p in problems if p in outcomes]
-    total = len(problems)
     correct_speedups = [o.speedup for o in counted if o.correct]
-    compiled = sum(1 for o in counted if o.compiled or o.correct)
-    return LevelSummary(
-        total=total,
+    return summary_from_counts(
+        total=len(problems),
         attempted=len(counted),
-        compiled=compiled,
+        compiled=sum(1 for o in counted if o.compiled or o.correct),
         correct=len(correct_speedups),
-        compile_rate=compiled / total if total else 0.0,
-        correct_rate=len(correct_speedups) / total if total else 0.0,
-        fast_p={p: fast_p(correct_speedups, total=total, p=p) for p in thresholds},
         fast_counts={p: fast_count(correct_speedups, p=p) for p in thresholds},
         geomean_speedup=geometric_mean(correct_speedups),
+    )
+
+
+def summary_from_counts(
+    *,
+    total: int,
+    attempted: int,
+    compiled: int,
+    correct: int,
+    fast_counts: Mapping[float, int],
+    geomean_speedup: float | None,
+) -> LevelSummary:
+    """A level's rates from its counts (level_summary's, or counts stored as results land):
+    each over `total`, every problem of the level."""
+    _check_total(total)
+
+    def share(count: int) -> float:
+        return count / total if total else 0.0
+
+    return LevelSummary(
+        total=total,
+        attempted=attempted,
+        compiled=compiled,
+        correct=correct,
+        compile_rate=share(compiled),
+        correct_rate=share(correct),
+        fast_p={p: share(n) for p, n in fast_counts.items()},
+        fast_counts=dict(fast_counts),
+        geomean_speedup=geomean_speedup,
     )
 
 

@@ -79,6 +79,30 @@ class BestEntry(models.Model):
         return self.evaluation_id is not None
 
 
+
+class BoardSummary(models.Model):
+    """A board's counts (problem x hardware): its participants, its ranked kernels and its
+    evaluated submissions, kept as its entries change (services.board_rerank), so that the
+    leaderboards index, the busiest problems and the default hardware read a row a board, never
+    every entry. A board with no entry has none."""
+
+    problem = models.ForeignKey("problems.Problem", on_delete=models.CASCADE, related_name="+")
+    hardware = models.ForeignKey(
+        "evaluation.Hardware", on_delete=models.CASCADE, related_name="+"
+    )
+    participants = models.PositiveIntegerField(default=0)
+    ranked = models.PositiveIntegerField(default=0)
+    evaluated = models.PositiveIntegerField(default=0)  # the sum of its entries' `evaluated`
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["problem", "hardware"], name="unique_board_summary")
+        ]
+        verbose_name_plural = "board summaries"
+
+    def __str__(self) -> str:
+        return f"board {self.problem_id}/{self.hardware_id}: {self.participants} participants"
+
 class Record(models.Model):
     """A new fastest time on a board: the history behind its record plot."""
 
@@ -114,3 +138,49 @@ class Record(models.Model):
 
     def __str__(self) -> str:
         return f"record on {self.problem_id}/{self.hardware_id}: {self.candidate_median_ms} ms"
+
+
+class ParticipantSummary(models.Model):
+    """One participant's row of the people's or the models' table: its best entries on the
+    published problems of one level on one hardware, counted (metrics.level_summary's
+    numerators) and kept as each of those entries changes (services.summary_refresh), so that
+    a table reads a row a participant, never every entry.
+
+    The rates are these counts over the level's published problems, divided when the table is
+    read: a problem published with no entries changes only that. A problem with entries that is
+    published, held or retired has its participants' summaries refreshed then (apps.py).
+    """
+
+    participant = models.CharField(max_length=64)  # as BestEntry.participant
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    model = models.ForeignKey(
+        "submissions.Model", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    hardware = models.ForeignKey(
+        "evaluation.Hardware", on_delete=models.CASCADE, related_name="+"
+    )
+    level = models.PositiveSmallIntegerField()
+    attempted = models.PositiveIntegerField(default=0)  # problems with an entry
+    compiled = models.PositiveIntegerField(default=0)
+    correct = models.PositiveIntegerField(default=0)  # problems with a ranked kernel
+    # Per baseline (scoring.BASELINES): {p: correct problems faster than p} for each fast_p
+    # threshold (keyed as selectors.p_label writes it), and the geometric mean speedup of the
+    # correct ones.
+    fast_eager = models.JSONField(default=dict)
+    fast_compile = models.JSONField(default=dict)
+    geomean_eager = models.FloatField(null=True, blank=True)
+    geomean_compile = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["participant", "hardware", "level"], name="unique_participant_summary"
+            )
+        ]
+        verbose_name_plural = "participant summaries"
+
+    def __str__(self) -> str:
+        return f"{self.participant} on {self.hardware_id}, level {self.level}: {self.correct}"

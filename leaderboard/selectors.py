@@ -10,14 +10,13 @@ import difflib
 from collections import defaultdict
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db.models import Count, Min, Sum
+from django.db.models import Count, F, Min, Sum
 from django.template.loader import render_to_string
 
 from evaluation import metrics, scoring, stats
 from evaluation.models import Hardware
 from evaluator import verdicts
-from leaderboard.models import BestEntry, Record
+from leaderboard.models import BestEntry, BoardSummary, ParticipantSummary, Record
 from problems.models import Problem
 from submissions.models import Evaluation, Model, Submission
 from submissions.runs import (
@@ -59,41 +58,40 @@ def summary_row(summary: metrics.LevelSummary) -> dict:
     }
 
 
-def _level_outcomes(
-    entries, *, who: str, baseline: str, level: int | None
-) -> tuple[dict[int, list[int]], dict[tuple[int, int, int], dict[int, metrics.Outcome]]]:
-    """The published problems per level, and per (participant id, hardware, level) each
-    problem's outcome from the participant's best entry. `who` is "model_id" or "user_id"."""
+def _summaries(summaries, *, baseline: str, level: int | None, fields: tuple[str, ...]):
+    """(values, metrics.LevelSummary) for each stored participant summary (ParticipantSummary)
+    of a level that has published problems: `fields` of it, its counts over the level's
+    published problems and the rates by the chosen baseline. The summaries are counted as
+    results land; only the denominators are read here. Plain values, not model instances: a
+    table has a row a person (a third of the time went to building instances)."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
-    # Published problems first, then the entries without a join: the query walks the
-    # (participant, hardware) index, however many problems there are.
-    problems = level_problems(levels={level} if level is not None else None)
-    level_of = {pk: lvl for lvl, pks in problems.items() for pk in pks}
-    values = entries.values_list(
-        who, "hardware_id", "problem_id", "compiled", "evaluation_id",
-        "speedup", "speedup_eager", "speedup_compile",
+    levels = {level} if level is not None else None
+    totals = {lvl: len(pks) for lvl, pks in level_problems(levels=levels).items()}
+    if level is not None:
+        summaries = summaries.filter(level=level)
+    values = summaries.values(
+        *fields, "level", "attempted", "compiled", "correct",
+        fast=F(f"fast_{baseline}"), geomean=F(f"geomean_{baseline}"),
     )
-    outcomes: dict[tuple[int, int, int], dict[int, metrics.Outcome]] = defaultdict(dict)
-    for owner, hw_id, problem_id, compiled, evaluation_id, speedup, eager, compile_ in values:
-        lvl = level_of.get(problem_id)
-        if lvl is None:  # retired, draft, or another level
+    rows = []
+    for row in values:
+        total = totals.get(row["level"])
+        if not total:  # no published problem left in its level
             continue
-        # A best entry holds an evaluation only while one of the participant's results is on the
-        # board (scoring.on_board, so verified where a record needed it): that is what correct
-        # means in these tables.
-        correct = evaluation_id is not None
-        row = {"speedup": speedup, "speedup_eager": eager, "speedup_compile": compile_}
-        chosen = scoring.speedup(row, baseline) if correct else None
-        outcomes[(owner, hw_id, lvl)][problem_id] = metrics.Outcome(compiled, correct, chosen)
-    return problems, outcomes
+        rows.append((row, metrics.summary_from_counts(
+            total=total,
+            attempted=row["attempted"],
+            compiled=row["compiled"],
+            correct=row["correct"],
+            fast_counts={p: row["fast"].get(label, 0) for p, label in FAST_P_LABELS},
+            geomean_speedup=row["geomean"],
+        )))
+    return rows
 
 
-def _models():
-    """The models, to find their entries through the (model, hardware) index: asked for as
-    "model is not null", SQLite walked every entry of the hardware, people's included (twice
-    the time with 400 people)."""
-    return Model.objects.values("pk")
+# The fast_p thresholds and their labels (as the summaries' counts are keyed).
+FAST_P_LABELS = tuple((p, p_label(p)) for p in metrics.FAST_P_THRESHOLDS)
 
 
 def models_table(
@@ -103,30 +101,28 @@ def models_table(
     model_id: int | None = None,
     baseline: str = "eager",
 ) -> list[dict]:
-    """One row per model, hardware and level, over the model's best result on each problem."""
-    # The models' entries only: model rows, however many people submit.
-    entries = BestEntry.objects.filter(model_id__in=_models())
+    """One row per model, hardware and level, over the model's best result on each problem
+    (from the models' summaries: a row a model, hardware and level, however many people
+    submit)."""
+    summaries = ParticipantSummary.objects.filter(model__isnull=False)
     if hardware is not None:
-        entries = entries.filter(hardware=hardware)
+        summaries = summaries.filter(hardware=hardware)
     if model_id is not None:
-        entries = entries.filter(model_id=model_id)
-    problems, outcomes = _level_outcomes(entries, who="model_id", baseline=baseline, level=level)
-    if not outcomes:
-        return []
-    models = Model.objects.in_bulk({key[0] for key in outcomes})
-    slugs = dict(Hardware.objects.values_list("pk", "slug"))
+        summaries = summaries.filter(model_id=model_id)
+    found = _summaries(summaries, baseline=baseline, level=level,
+                       fields=("model_id", "hardware__slug"))
+    models = Model.objects.in_bulk({row["model_id"] for row, _ in found})
     rows = []
-    for (m_id, hw_id, lvl), by_problem in outcomes.items():
-        summary = metrics.level_summary(by_problem, problems=problems.get(lvl, []))
-        model = models[m_id]
+    for row, summary in found:
+        model, slug = models[row["model_id"]], row["hardware__slug"]
         rows.append(
             {
-                "key": f"model-{m_id}-{slugs[hw_id]}-{lvl}",
-                "model_id": m_id,
+                "key": f"model-{model.pk}-{slug}-{row['level']}",
+                "model_id": model.pk,
                 "model": str(model),
                 "litellm_name": model.litellm_name,
-                "hardware": slugs[hw_id],
-                "level": lvl,
+                "hardware": slug,
+                "level": row["level"],
                 "baseline": baseline,
                 **summary_row(summary),
             }
@@ -140,28 +136,21 @@ def people_table(
 ) -> list[dict]:
     """People ranked per hardware and level over each one's best verified result per problem:
     problems solved first, then how many of them beat the baseline (fast_1), then the geometric
-    mean speedup over the solved ones. Numbered 1..n within each hardware and level."""
-    entries = BestEntry.objects.filter(model__isnull=True, user__isnull=False)
+    mean speedup over the solved ones. Numbered 1..n within each hardware and level. Read from
+    the people's summaries: a row a person, hardware and level, never their entries."""
+    summaries = ParticipantSummary.objects.filter(model__isnull=True, user__isnull=False)
     if hardware is not None:
-        entries = entries.filter(hardware=hardware)
-    problems, outcomes = _level_outcomes(entries, who="user_id", baseline=baseline, level=level)
-    if not outcomes:
-        return []
-    names = dict(
-        get_user_model().objects.filter(pk__in={key[0] for key in outcomes}).values_list(
-            "pk", "username"
-        )
-    )
-    slugs = dict(Hardware.objects.values_list("pk", "slug"))
+        summaries = summaries.filter(hardware=hardware)
     rows = []
-    for (user_id, hw_id, lvl), by_problem in outcomes.items():
-        summary = metrics.level_summary(by_problem, problems=problems.get(lvl, []))
+    for row, summary in _summaries(summaries, baseline=baseline, level=level,
+                                   fields=("user_id", "user__username", "hardware__slug")):
+        slug = row["hardware__slug"]
         rows.append(
             {
-                "key": f"user-{user_id}-{slugs[hw_id]}-{lvl}",
-                "user": names[user_id],
-                "hardware": slugs[hw_id],
-                "level": lvl,
+                "key": f"user-{row['user_id']}-{slug}-{row['level']}",
+                "user": row["user__username"],
+                "hardware": slug,
+                "level": row["level"],
                 "baseline": baseline,
                 "solved": summary.correct,
                 "fast_1_count": summary.fast_counts[1.0],
@@ -180,6 +169,13 @@ def people_table(
         board = (row["hardware"], row["level"])
         row["rank"] = rank
     return rows
+
+
+def _models():
+    """The models, to find their entries through the (model, hardware) index: asked for as
+    "model is not null", SQLite walked every entry of the hardware, people's included (twice
+    the time with 400 people)."""
+    return Model.objects.values("pk")
 
 
 def model_speedups(
@@ -620,13 +616,15 @@ def recent_records(*, limit: int = 20, hardware: Hardware | None = None) -> list
 
 
 def busiest_problems(*, limit: int = 10) -> list[dict]:
-    """Active problems with the most evaluated submissions, counted from the best entries (an
-    index-only scan of BestEntry's activity index, never the submissions)."""
+    """Active problems with the most evaluated submissions, counted from the boards' summaries
+    (BoardSummary: a row a board, never the entries or the submissions)."""
     active = Problem.objects.filter(status__in=Problem.OPEN).values("pk")
     rows = list(
-        BestEntry.objects.filter(problem_id__in=active)
+        BoardSummary.objects.filter(problem_id__in=active)
         .values("problem_id")
-        .annotate(submissions=Sum("evaluated"), participants=Count("id"), ranked=Count("rank"))
+        .annotate(
+            submissions=Sum("evaluated"), participants=Sum("participants"), ranked=Sum("ranked")
+        )
         .order_by("-submissions", "problem_id")[:limit]
     )
     problems = Problem.objects.in_bulk([r["problem_id"] for r in rows])
@@ -651,17 +649,13 @@ def board_index(*, hardware=None, level: int | None = None) -> list[dict]:
     listed = Problem.objects.filter(status__in=Problem.LISTED)
     if level is not None:
         listed = listed.filter(level=level)
-    entries = BestEntry.objects.filter(problem_id__in=listed.values("pk"))
-    if hardware is not None:
-        entries = entries.filter(hardware=hardware)
-    # Counted on the best entries alone, grouped by the leading columns of their board index:
-    # an index-only scan. Grouping by the problems' and hardware's names too made SQLite join
-    # and sort every entry (65 ms of 38,000 entries against 6).
-    counts = (
-        entries.values("problem_id", "hardware_id")
-        .annotate(participants=Count("id"), ranked=Count("rank"))
-        .order_by()
+    # Counted as the boards' entries change (BoardSummary): a row a board here. Counting the
+    # entries themselves was 10 ms of the index's 70 at 38,000 entries.
+    counts = BoardSummary.objects.filter(problem_id__in=listed.values("pk")).values(
+        "problem_id", "hardware_id", "participants", "ranked"
     )
+    if hardware is not None:
+        counts = counts.filter(hardware=hardware)
     problems = listed.only("slug", "level", "number", "status").in_bulk()
     slugs = dict(Hardware.objects.values_list("pk", "slug"))
     rows = [
@@ -730,13 +724,14 @@ def code_diff(a: str, b: str, *, a_name: str, b_name: str) -> list[tuple[str, st
 
 def default_hardware() -> Hardware | None:
     """The hardware a board shows before anyone chooses: the only one, else the one with the
-    most evaluations (ties to the first registered), else none (no hardware at all)."""
-    # Counted from the evaluations' hardware index alone (an index-only scan): joining them to
-    # the hardware rows and grouping by every hardware column took four times as long.
+    most evaluated submissions on its boards (ties to the first registered), else none (no
+    hardware at all)."""
+    # From the boards' summaries (a row a board): counting the evaluations themselves read
+    # every one of them on each visit of the tables' pages (8 ms at 100,000).
     counts = dict(
-        Evaluation.objects.order_by()
+        BoardSummary.objects.order_by()
         .values("hardware_id")
-        .annotate(n=Count("id"))
+        .annotate(n=Sum("evaluated"))
         .values_list("hardware_id", "n")
     )
     return min(

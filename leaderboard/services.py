@@ -5,20 +5,25 @@ of each of its submissions there, so a re-verification that flags a kernel takes
 ranking; a submission held for re-verification (a new record not yet confirmed) or that failed
 it does not rank either. Only the changed participant is recomputed when a result lands: the
 cost of a refresh grows with that participant's submissions on that problem, never with the
-rest of the site.
+rest of the site. So are the summaries the pages read instead of the entries (the board's
+counts, BoardSummary; the participant's row of the people's or the models' table for the
+problem's level, ParticipantSummary), from that board's and that participant's entries.
+
+Reads, the rows live updates carry included, are in selectors.py, which this module imports.
 """
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from evaluation import scoring
+from evaluation import metrics, scoring
 from kbsite.live import board_group, publish
 from leaderboard import selectors
-from leaderboard.models import BestEntry, Record
+from leaderboard.models import BestEntry, BoardSummary, ParticipantSummary, Record
 from problems.models import Problem
 from submissions.models import Evaluation, Submission
 from submissions.selectors import latest_evaluations
@@ -124,6 +129,8 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
         if previous:
             previous.delete()
             board_rerank(problem_id=problem_id, hardware_id=hardware_id)
+            _summary_refresh_for(problem_id=problem_id, hardware_id=hardware_id,
+                                 participant=participant)
         return EntryChange(entry=None, changed=previous is not None, record=None)
 
     fields = _entry_fields(latest)
@@ -140,6 +147,7 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
     )
     board_rerank(problem_id=problem_id, hardware_id=hardware_id)
     entry.refresh_from_db()
+    _summary_refresh_for(problem_id=problem_id, hardware_id=hardware_id, participant=participant)
 
     record = None
     improved = entry.is_ranked and (best_before is None or entry.candidate_median_ms < best_before)
@@ -188,16 +196,30 @@ def _number_board(entries: list[BestEntry]) -> list[BestEntry]:
 
 def board_rerank(*, problem_id: int, hardware_id: int) -> None:
     """Number a board's ranked entries 1..n by median time (unranked entries get no rank), each
-    with its speedup against the board's reference time."""
+    with its speedup against the board's reference time, and count the board (BoardSummary)."""
     entries = list(
         BestEntry.objects.filter(problem_id=problem_id, hardware_id=hardware_id).only(
             "id", "rank", "evaluation_id", "candidate_median_ms", "reference_median_ms",
-            "speedup", "achieved_at"
+            "speedup", "achieved_at", "evaluated"
         )
     )
     stale = _number_board(entries)
     if stale:
         BestEntry.objects.bulk_update(stale, ["rank", "speedup"])
+    board = {"problem_id": problem_id, "hardware_id": hardware_id}
+    if entries:
+        BoardSummary.objects.update_or_create(**board, defaults=_board_counts(entries))
+    else:
+        BoardSummary.objects.filter(**board).delete()
+
+
+def _board_counts(entries: list[BestEntry]) -> dict:
+    """BoardSummary's counts of a board's entries (numbered: _number_board)."""
+    return {
+        "participants": len(entries),
+        "ranked": sum(1 for entry in entries if entry.rank is not None),
+        "evaluated": sum(entry.evaluated for entry in entries),
+    }
 
 
 def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
@@ -290,18 +312,139 @@ def _result_payload(*, problem, hardware, change: EntryChange, participant: str)
     return payload
 
 
+# ---- the tables' rows: a summary a participant, hardware and level -----------------------------
+
+# What a summary is counted from: a best entry's, as values_list gives them (summaries_of).
+SUMMARY_ENTRY_FIELDS = (
+    "participant", "user_id", "model_id", "hardware_id", "problem__level", "problem_id",
+    "compiled", "evaluation_id", "speedup", "speedup_eager", "speedup_compile",
+)
+
+
+def summaries_of(entries: Iterable[tuple]) -> dict[tuple[str, int, int], dict]:
+    """ParticipantSummary's fields per (participant, hardware, level), counted from best
+    entries given as SUMMARY_ENTRY_FIELDS tuples (those on published problems: the caller
+    filters). Plain values in and out: the migration that added the summaries fills them with
+    it."""
+    outcomes: dict[tuple[str, int, int], dict[str, dict[int, metrics.Outcome]]] = {}
+    owners: dict[tuple[str, int, int], tuple[int | None, int | None]] = {}
+    for (participant, user_id, model_id, hardware_id, level, problem_id, compiled, evaluation_id,
+         *speedups) in entries:
+        key = (participant, hardware_id, level)
+        owners[key] = (user_id, model_id)
+        row = dict(zip(("speedup", "speedup_eager", "speedup_compile"), speedups, strict=True))
+        # A best entry holds an evaluation only while one of the participant's results is on
+        # the board (scoring.on_board, so verified where a record needed it): that is what
+        # correct means in these tables.
+        correct = evaluation_id is not None
+        for baseline, by_problem in outcomes.setdefault(
+            key, {b: {} for b in scoring.BASELINES}
+        ).items():
+            speedup = scoring.speedup(row, baseline) if correct else None
+            by_problem[problem_id] = metrics.Outcome(compiled, correct, speedup)
+    summaries = {}
+    for key, by_baseline in outcomes.items():
+        # In problem order, so that a refresh and a rebuild sum the same logs the same way.
+        eager, compile_ = (
+            metrics.level_summary(by_baseline[b], problems=sorted(by_baseline[b]))
+            for b in ("eager", "compile")
+        )
+        user_id, model_id = owners[key]
+        summaries[key] = {
+            "user_id": user_id,
+            "model_id": model_id,
+            "attempted": eager.attempted,
+            "compiled": eager.compiled,
+            "correct": eager.correct,
+            "fast_eager": {selectors.p_label(p): n for p, n in eager.fast_counts.items()},
+            "fast_compile": {selectors.p_label(p): n for p, n in compile_.fast_counts.items()},
+            "geomean_eager": eager.geomean_speedup,
+            "geomean_compile": compile_.geomean_speedup,
+        }
+    return summaries
+
+
+def summary_refresh(*, participant: str, hardware_id: int, level: int) -> None:
+    """Recount one participant's summary of one level on one hardware from its best entries
+    there (a hundred at most: a level's problems); none left on a published problem, none kept.
+    """
+    entries = BestEntry.objects.filter(
+        # Through the (user, hardware) or (model, hardware) index, as the participant's own.
+        _participant_filter(participant),
+        hardware_id=hardware_id,
+        problem__level=level,
+        problem__status=Problem.Status.PUBLISHED,
+    ).values_list(*SUMMARY_ENTRY_FIELDS)
+    key = {"participant": participant, "hardware_id": hardware_id, "level": level}
+    fields = summaries_of(entries).get((participant, hardware_id, level))
+    if fields is None:
+        ParticipantSummary.objects.filter(**key).delete()
+        return
+    ParticipantSummary.objects.update_or_create(
+        **key, defaults={**fields, "updated_at": timezone.now()}
+    )
+
+
+def _summary_refresh_for(*, problem_id: int, hardware_id: int, participant: str) -> None:
+    level = Problem.objects.filter(pk=problem_id).values_list("level", flat=True).first()
+    if level is not None:
+        summary_refresh(participant=participant, hardware_id=hardware_id, level=level)
+
+
+def summaries_refresh_for_problem(*, problem: Problem) -> None:
+    """A problem's status may have changed (published, held, retired: whether it counts in the
+    tables), or its level (the admin's form): recount the summaries of everyone with an entry
+    on it, of its level and of those they have. A problem with no entry (one just imported) has
+    nothing to recount: a query."""
+    boards = BestEntry.objects.filter(problem=problem).values_list("participant", "hardware_id")
+    for participant, hardware_id in boards:
+        levels = set(
+            ParticipantSummary.objects.filter(
+                participant=participant, hardware_id=hardware_id
+            ).values_list("level", flat=True)
+        )
+        for level in levels | {problem.level}:
+            summary_refresh(participant=participant, hardware_id=hardware_id, level=level)
+
+
+def summaries_rebuild(*, level: int | None = None) -> int:
+    """Recount every participant summary (of one level) from the best entries. Returns how many
+    were written."""
+    entries = BestEntry.objects.filter(problem__status=Problem.Status.PUBLISHED)
+    summaries = ParticipantSummary.objects.all()
+    if level is not None:
+        entries = entries.filter(problem__level=level)
+        summaries = summaries.filter(level=level)
+    now = timezone.now()
+    rows = [
+        ParticipantSummary(
+            participant=participant, hardware_id=hardware_id, level=lvl, updated_at=now, **fields
+        )
+        for (participant, hardware_id, lvl), fields in summaries_of(
+            entries.values_list(*SUMMARY_ENTRY_FIELDS).iterator(chunk_size=2000)
+        ).items()
+    ]
+    with transaction.atomic():
+        summaries.delete()
+        ParticipantSummary.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)
+
+
 # ---- rebuilding from scratch ------------------------------------------------------------------
 
 
 def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) -> int:
     """Recompute every best entry, rank and record from the evaluations (after an import, or
-    if the incremental state is ever in doubt). Returns the number of entries written."""
+    if the incremental state is ever in doubt), and the boards' and the participants' summaries
+    from them (of the problem's level, given one). Returns the number of entries written."""
     entries_q = BestEntry.objects.all()
     records_q = Record.objects.all()
+    boards_q = BoardSummary.objects.all()
     evaluations = Evaluation.objects.filter(submission__test_run=False)  # never on a board
     if problem is not None:
         entries_q = entries_q.filter(problem=problem)
         records_q = records_q.filter(problem=problem)
+        boards_q = boards_q.filter(problem=problem)
         evaluations = evaluations.filter(submission__problem=problem)
     rows = evaluations.order_by("submission_id", "-finished_at", "-id").values(*scoring.ROW_FIELDS)
 
@@ -339,8 +482,11 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
     by_board: dict[tuple[int, int], list[BestEntry]] = {}
     for entry in entries:
         by_board.setdefault((entry.problem_id, entry.hardware_id), []).append(entry)
-    for board_entries in by_board.values():
+    boards = []
+    for (problem_id, hardware_id), board_entries in by_board.items():
         _number_board(board_entries)
+        boards.append(BoardSummary(problem_id=problem_id, hardware_id=hardware_id,
+                                   **_board_counts(board_entries)))
 
     records: list[Record] = []
     for (problem_id, hardware_id), ranking in ranking_by_board.items():
@@ -367,6 +513,9 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
     with transaction.atomic():
         records_q.delete()
         entries_q.delete()
+        boards_q.delete()
         BestEntry.objects.bulk_create(entries, batch_size=batch_size)
         Record.objects.bulk_create(records, batch_size=batch_size)
+        BoardSummary.objects.bulk_create(boards, batch_size=batch_size)
+        summaries_rebuild(level=problem.level if problem is not None else None)
     return len(entries)

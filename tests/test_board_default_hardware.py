@@ -1,6 +1,6 @@
 """Boards land on a hardware with data (leaderboard.selectors.default_hardware, used by the
 leaderboards and people pages of leaderboard/views.py): the only hardware, else the one with the
-most evaluations; an empty `hardware=` still asks for every hardware."""
+most evaluated submissions on its boards; an empty `hardware=` still asks for every hardware."""
 
 import pytest
 from django.contrib.auth import get_user_model

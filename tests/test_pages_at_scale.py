@@ -1,7 +1,8 @@
 """The pages a visitor opens, at scale (issue 42; bench/leaderboard_bench.py times them): as many
-queries for many results as for few, long lists a page at a time, and a run's tables read from
-its samples as they are kept (a row a sample, never every result), which follow each new result
-and each result held."""
+queries for many results as for few, long lists a page at a time, and the tables read from what
+is kept as results land, never every result: a run's from its samples (which follow each new
+result and each result held), the people's and the models' tables and the leaderboards index
+from the participants' and the boards' summaries."""
 
 import csv
 import io
@@ -160,6 +161,24 @@ def test_a_runs_tables_read_a_row_a_sample_not_every_result(run):
     with CaptureQueriesContext(connection) as captured:
         selectors.run_summary(run)
     assert len(captured) == 3  # the samples, the samples planned, the run's problems
+    assert all("evaluation_evaluation" not in q["sql"] for q in captured)
+
+
+def test_the_tables_read_a_row_a_participant_or_board_not_every_entry(run):
+    """The people's and the models' tables read the participants' summaries, the leaderboards
+    index the boards': a few queries each, whatever the number of results."""
+    add_results(run, problems=3, people=3, samples=3)
+    with CaptureQueriesContext(connection) as captured:
+        selectors.people_table()
+        selectors.models_table()
+    # Each: its levels' published problems and its summaries; the models' table, its models.
+    assert len(captured) == 5
+    assert all("leaderboard_bestentry" not in q["sql"] for q in captured)
+    with CaptureQueriesContext(connection) as captured:
+        selectors.board_index()
+        selectors.busiest_problems()
+        selectors.default_hardware()
+    assert all("leaderboard_bestentry" not in q["sql"] for q in captured)
     assert all("evaluation_evaluation" not in q["sql"] for q in captured)
 
 

@@ -6,8 +6,8 @@ from submissions.runs import run_samples_rebuild
 
 class Command(BaseCommand):
     help = (
-        "Recompute every best entry, rank and record, and every run's samples, from the stored "
-        "evaluations."
+        "Recompute every best entry, rank, record and the boards' and participants' summaries, "
+        "and every run's samples, from the stored evaluations."
     )
 
     def handle(self, *args, **options) -> None:
