@@ -323,6 +323,10 @@ def main() -> None:
         f"{Submission.objects.count()} submissions, {Problem.objects.count()} problems, "
         f"{BestEntry.objects.count()} best entries"
     )
+    # The site's app, built as the server builds it at start (kbsite/asgi.py, which freezes
+    # what it built out of the garbage collector's reach), though the test client below calls
+    # Django's handler directly.
+    import kbsite.asgi  # noqa: F401
 
     # What a visitor opens, each render a random one of its kind (a problem, a model, a person,
     # a submission), so the 95th percentile covers the large ones too.

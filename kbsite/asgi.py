@@ -1,3 +1,4 @@
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -32,3 +33,11 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# Everything built so far (Django's apps, models and URL patterns, the channels app) lives as
+# long as the process. Frozen out of the collector's reach, it is no longer walked by each full
+# collection, which otherwise stalls whichever request it falls in: with the pages of
+# bench/leaderboard_bench.py, a full collection took up to 60 ms, 25 ms frozen, and the people
+# table's p95 went from 74 to 46 ms. Collected first, so that no garbage is frozen with it.
+gc.collect()
+gc.freeze()
