@@ -1,6 +1,6 @@
 """REST API for the leaderboards (/api/v1/leaderboard/...): the same boards and tables as the
 pages, read-only and public, for agents that track their standing. Authentication, throttles and
-the error shape are the rest of the API's (submissions.api.ApiMixin)."""
+the error shape are the rest of the API's (accounts.api.ApiMixin)."""
 
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
@@ -9,12 +9,12 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api import ApiMixin
 from evaluation.models import Hardware
+from kbsite.api_errors import ApiErrorSerializer, error_body
 from leaderboard import selectors
 from problems.models import Problem
-from submissions.api import ApiMixin, error_body
 from submissions.models import Model, Run
-from submissions.serializers import ApiErrorSerializer
 
 # ---- input ------------------------------------------------------------------------------------
 

@@ -33,14 +33,11 @@ from django_q.tasks import async_task
 from evaluation import metrics, scoring
 from evaluation.models import Hardware
 from problems.models import Problem, Tag
+from submissions.errors import SubmissionError
 from submissions.models import Evaluation, Generation, Model, Run, RunSample, Submission
 from submissions.selectors import latest_evaluations
-from submissions.services import (
-    PRECISIONS,
-    SubmissionError,
-    decode_source,
-    submission_create,
-)
+from submissions.services import PRECISIONS, submission_create
+from submissions.sources import decode_source
 
 if TYPE_CHECKING:
     from submissions import llm

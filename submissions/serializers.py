@@ -7,7 +7,6 @@ from rest_framework import serializers
 
 from evaluation.profiles import profile_view
 from evaluator.config import DEFAULT_TOLERANCE
-from kbsite.api_errors import ApiErrorSerializer  # noqa: F401  leaderboard.api's, until it moves
 from problems.models import Problem
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import (

@@ -10,7 +10,6 @@ from django.db import IntegrityError, transaction
 
 from evaluation.models import Hardware
 from problems.models import Problem, source_hash
-from submissions import queues, reverifications, sources
 from submissions.errors import BatchError, SubmissionError
 from submissions.events import submission_status_publish
 from submissions.models import Model, Run, Submission
@@ -21,15 +20,6 @@ from submissions.sources import check_kernel_source, check_source_text, clean_fi
 PRECISIONS = ("fp32", "fp16", "bf16")
 BATCH_MAX = 100
 IDEMPOTENCY_KEY_MAX = 190  # the column holds 200; a batch appends ":<index>" to the key
-
-# Moved to the modules named, and still importable from here for callers that have not followed
-# yet (gpu_runner.services, gpu_runner.leased, submissions.runs): delete once they import them
-# from those modules.
-ReverificationError = reverifications.ReverificationError
-reverification_request = reverifications.reverification_request
-enqueue_reverification = queues.enqueue_reverification
-enqueue_ncu_report = queues.enqueue_ncu_report
-decode_source = sources.decode_source
 
 
 def _check_idempotency_key(key: str) -> None:
