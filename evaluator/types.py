@@ -72,3 +72,27 @@ class Result(TypedDict, total=False):
     peak_memory_bytes: int | None
     tolerance: dict[str, Any]
     notes: list[str]
+
+
+def blank_result(*, verdict: str | None, seeds: dict[str, Any],
+                 evaluator_version: str) -> dict[str, Any]:
+    """The keys every evaluation's result starts with, empty: the judge fills them in, and
+    the runner returns them as they are when the judge never reported."""
+    return {
+        "verdict": verdict,
+        "correct": False,
+        "error": "",
+        "traceback": "",
+        "compile_log": "",
+        "trials": [],
+        "candidate": None,
+        "reference": None,
+        "speedup": None,
+        "flags": [],
+        "environment": {},
+        "seeds": seeds,
+        "phases": {},
+        "logs": {"stdout": "", "stderr": ""},
+        "evaluator_version": evaluator_version,
+        "pids": [],
+    }

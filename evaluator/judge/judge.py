@@ -42,6 +42,7 @@ from evaluator.judge.timed import TimedPhases
 from evaluator.judge.trials import CorrectnessPhases
 from evaluator.judge.workers import Profiler, Verdict, WorkerHandle
 from evaluator.process import apply_limits
+from evaluator.types import blank_result
 
 REFERENCE_MODULE = "kb_reference"
 # Backends whose source builds an extension when it is loaded (torch.utils.cpp_extension).
@@ -94,22 +95,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         else:
             self.deadline = self.started + limit - min(10.0, max(1.0, 0.1 * limit))
         self.result: dict[str, Any] = {
-            "verdict": None,
-            "correct": False,
-            "error": "",
-            "traceback": "",
-            "compile_log": "",
-            "trials": [],
-            "candidate": None,
-            "reference": None,
-            "speedup": None,
-            "flags": [],
-            "environment": {},
-            "seeds": {},
-            "phases": {},
-            "logs": {"stdout": "", "stderr": ""},
-            "evaluator_version": EVALUATOR_VERSION,
-            "pids": [],
+            **blank_result(verdict=None, seeds={}, evaluator_version=EVALUATOR_VERSION),
             "compile": {},
             "timing_detail": {},
             # When each phase began (wall clock): set beside other evaluations' timing

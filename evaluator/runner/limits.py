@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evaluator import launcher
 from evaluator.runner import buildcache
 
 CGROUP_ROOT_ENV = "KB_CGROUP_ROOT"  # a cgroup v2 folder delegated to the runner (operator)
@@ -313,7 +314,7 @@ def limit_job(decision: dict[str, Any], limits: dict[str, Any], *, name: str,
     on a tmpfs of its own, the sandboxes in a cgroup of their own. Returns the decision with
     "cgroup", "slot_tmpfs" and what was set ("limits", stored in the result's environment).
     `release` undoes it once every process of the evaluation is dead."""
-    if decision.get("mode") != "bwrap":
+    if not launcher.sandboxed(decision):
         return decision
     from evaluator.process import resolve_memory_bytes
 
@@ -351,7 +352,7 @@ def report(job: dict, decision: dict[str, Any], seen: dict[str, Any]) -> dict:
     """What bound this evaluation's resources (docs/security.md, "Limits"), for its result."""
     from evaluator.process import resolve_file_size_bytes
 
-    if decision.get("mode") != "bwrap":
+    if not launcher.sandboxed(decision):
         return {"sandbox": False}
     report = dict(decision.get("limits") or {"cgroup": False,
                                              "reason": "no limits were set for this sandbox"})
@@ -379,7 +380,7 @@ def slot_over(launch: Any) -> bool:
             pass
     used, _, over = buildcache.usage(launch.slot, max_bytes=max_bytes,
                                      max_files=buildcache.ENTRY_FILES * 5)
-    if over or launch.jail.get("slot_tmpfs") or launch.jail.get("mode") != "bwrap":
+    if over or launch.jail.get("slot_tmpfs") or not launcher.sandboxed(launch.jail):
         return over
     return used + _held_deleted_bytes(launch) > max_bytes
 

@@ -119,7 +119,7 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
                                     int(job["limits"].get("tmpfs_mb") or 2048))
         except jail.SandboxUnavailable as exc:
             return {"status": "failed", "message": f"this runner cannot sandbox code: {exc}"}
-        if decision.get("mode") != "bwrap":
+        if not launcher.sandboxed(decision):
             return {"status": "failed", "message": "ncu runs only inside the sandbox"}
         ncu_home, ncu_real = install_of(ncu)
         decision = {**decision, "readonly": [*decision["readonly"], ncu_home]}

@@ -35,7 +35,7 @@ from evaluator.judge import gate
 from evaluator.process import oom_kill_count, parent_death_signal_available
 from evaluator.runner import buildcache, jail, limits, pool
 from evaluator.runner.results import cap_result, json_safe
-from evaluator.types import Job, Result
+from evaluator.types import Job, Result, blank_result
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -126,24 +126,9 @@ def scrubbed_env(job: dict, workdir: Path) -> dict[str, str]:
 
 
 def _base_result(job: dict | None) -> dict[str, Any]:
-    return {
-        "verdict": "harness_error",
-        "correct": False,
-        "error": "",
-        "traceback": "",
-        "compile_log": "",
-        "trials": [],
-        "candidate": None,
-        "reference": None,
-        "speedup": None,
-        "flags": [],
-        "environment": {},
-        "seeds": {"server": job.get("seed")} if job else {},
-        "phases": {},
-        "logs": {"stdout": "", "stderr": ""},
-        "evaluator_version": EVALUATOR_VERSION,
-        "pids": [],
-    }
+    return blank_result(verdict="harness_error",
+                        seeds={"server": job.get("seed")} if job else {},
+                        evaluator_version=EVALUATOR_VERSION)
 
 
 def _kill_tagged(token: str, *, uid: int | None = None) -> int:
@@ -503,7 +488,7 @@ def _outcome(job: dict, watch: _Watch, rc: int | None, judge_log: dict[str, str]
 def _sandbox_facts(job: dict, launch: pool.Launch, *, isolation: str, spare_ready: bool,
                    build_cache: dict[str, Any]) -> dict[str, Any]:
     """How the evaluation was confined, for its result's environment."""
-    jailed = launch.jail.get("mode") == "bwrap"
+    jailed = launcher.sandboxed(launch.jail)
     return {
         # The candidate's sandbox (jail.py, launcher.py).
         "engine": "bubblewrap" if jailed else "none",
