@@ -101,7 +101,8 @@ def fill(total: int, rng: random.Random) -> None:
 
     from evaluation.models import Hardware
     from problems.models import Baseline, Problem, ProblemVersion, source_hash
-    from submissions.models import Evaluation, Generation, Model, Run, Submission
+    from submissions.models import Evaluation, Submission
+    from submissions.runs.models import Generation, Model, Run
 
     # `make run` registers the CPU first; the results are the GPU's, as on a site with one.
     Hardware.objects.create(slug="cpu", name="CPU", kind="cpu")
@@ -299,8 +300,9 @@ def main() -> None:
     from leaderboard.models import BestEntry
     from leaderboard.services import board_refresh_for, boards_rebuild
     from problems.models import Problem
-    from submissions.models import Evaluation, Model, Run, Submission
-    from submissions.runs import run_samples_rebuild
+    from submissions.models import Evaluation, Submission
+    from submissions.runs.models import Model, Run
+    from submissions.runs.samples import run_samples_rebuild
 
     rng = random.Random(args.seed)
     print(f"database: {db_path}")

@@ -30,7 +30,7 @@ from submissions.events import submission_status_publish
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
 from submissions.queues import enqueue_reverification
 from submissions.reverifications import ReverificationError, reverification_request
-from submissions.runs import run_sample_refresh
+from submissions.runs.samples import run_sample_refresh
 from submissions.selectors import submission_status_payload
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ urlpatterns = [
     path("submissions/", include("submissions.urls")),
     path("leaderboard/", include("leaderboard.urls")),
     path("competitions/", include("competitions.urls")),
-    path("runs/", include("submissions.run_urls")),
+    path("runs/", include("submissions.runs.urls")),
     path("api/v1/competitions/", include("competitions.api_urls")),
     path("api/v1/tokens/", include("accounts.api_urls")),
     path("api/", include("submissions.api_urls")),

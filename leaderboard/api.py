@@ -14,7 +14,7 @@ from evaluation.models import Hardware
 from kbsite.api_errors import ApiErrorSerializer, error_body
 from leaderboard import selectors
 from problems.models import Problem
-from submissions.models import Model, Run
+from submissions.runs.models import Model, Run
 
 # ---- input ------------------------------------------------------------------------------------
 

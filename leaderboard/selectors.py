@@ -18,8 +18,9 @@ from evaluation.models import Hardware
 from evaluator import verdicts
 from leaderboard.models import BestEntry, BoardSummary, ParticipantSummary, Record
 from problems.models import Problem
-from submissions.models import Evaluation, Model, Submission
-from submissions.runs import (
+from submissions.models import Evaluation, Submission
+from submissions.runs.models import Model
+from submissions.runs.selectors import (
     run_first_outcomes,
     run_planned_samples,
     run_problems,

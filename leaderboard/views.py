@@ -15,7 +15,8 @@ from leaderboard.exports import COLUMNS, export_response, json_download
 from leaderboard.forms import TableFilterForm
 from leaderboard.models import Record
 from problems.models import Problem
-from submissions.models import Model, Run, Submission
+from submissions.models import Submission
+from submissions.runs.models import Model, Run
 from submissions.selectors import can_see_submission
 
 

@@ -1,30 +1,11 @@
 from django.contrib import admin, messages
 from django.db import transaction
 
-from submissions.models import (
-    Evaluation,
-    Generation,
-    Model,
-    Reverification,
-    Run,
-    Submission,
-)
+from submissions.models import Evaluation, Reverification, Submission
 from submissions.reverifications import ReverificationError, reverification_request
-from submissions.run_admin import RUN_ACTIONS
 
-
-@admin.register(Model)
-class ModelAdmin(admin.ModelAdmin):
-    list_display = ["litellm_name", "display_name", "active", "created_at"]
-    search_fields = ["litellm_name", "display_name"]
-
-
-@admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
-    list_display = ["name", "model", "hardware", "backend", "status", "created_at"]
-    list_filter = ["status", "model", "hardware"]
-    filter_horizontal = ["problems"]
-    actions = RUN_ACTIONS
+# Model runs' admin (models, runs, their steps) is the runs room's; importing it registers it.
+from submissions.runs import admin as runs_admin  # noqa: F401
 
 
 @admin.action(description="Re-verify with fresh seeds")
@@ -79,13 +60,6 @@ class ReverificationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
-
-
-@admin.register(Generation)
-class GenerationAdmin(admin.ModelAdmin):
-    list_display = ["run", "problem", "sample_index", "turn", "status", "cost_usd"]
-    list_filter = ["status", "run"]
-    raw_id_fields = ["submission", "problem"]
 
 
 @admin.register(Evaluation)

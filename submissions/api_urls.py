@@ -3,7 +3,8 @@
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from submissions import api, events, run_urls, starter_api, views
+from submissions import api, events, starter_api, views
+from submissions.runs import urls as run_urls
 
 urlpatterns = [
     path("v1/problems/", api.ProblemListApi.as_view(), name="api_problems"),

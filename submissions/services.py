@@ -12,9 +12,10 @@ from evaluation.models import Hardware
 from problems.models import Problem, source_hash
 from submissions.errors import BatchError, SubmissionError
 from submissions.events import submission_status_publish
-from submissions.models import Model, Run, Submission
+from submissions.models import Submission
 from submissions.queues import enqueue_evaluation
 from submissions.quotas import QuotaExceeded, quota_check
+from submissions.runs.models import Model, Run
 from submissions.sources import check_kernel_source, check_source_text, clean_filename
 
 PRECISIONS = ("fp32", "fp16", "bf16")

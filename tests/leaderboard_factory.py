@@ -14,7 +14,7 @@ from leaderboard.services import board_refresh_for
 from problems.models import Problem, source_hash
 from problems.services import problem_upsert
 from submissions.models import Evaluation, Submission
-from submissions.runs import run_sample_refresh
+from submissions.runs.samples import run_sample_refresh
 
 REFERENCE = "import torch\n\n\nclass Model(torch.nn.Module):\n    pass  # {tag}\n"
 

@@ -10,9 +10,10 @@ import pytest
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from submissions.llm import MOCK_FILE_ENV
-from submissions.models import Evaluation, Model, Submission
-from submissions.runs import run_sample_refresh
+from submissions.models import Evaluation, Submission
+from submissions.runs.llm import MOCK_FILE_ENV
+from submissions.runs.models import Model
+from submissions.runs.samples import run_sample_refresh
 from tests.conftest import REPO, process_env, stop_processes
 
 MODEL_NAME = "openai/gpt-4o-mini"  # in litellm's local price list, so costs are not zero

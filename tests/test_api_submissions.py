@@ -267,7 +267,7 @@ def test_it_refuses_a_retired_problem_with_409(api, ready):
 
 
 def test_only_the_runs_creator_submits_for_a_run(api, ready, cpu_hardware):
-    from submissions.models import Model, Run
+    from submissions.runs.models import Model, Run
 
     model = Model.objects.create(litellm_name="openai/gpt-test")
     run = Run.objects.create(name="someone's", model=model, hardware=cpu_hardware)

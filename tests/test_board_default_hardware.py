@@ -8,7 +8,7 @@ from django.test import Client
 
 from evaluation.services import hardware_register
 from leaderboard.selectors import default_hardware
-from submissions.models import Model
+from submissions.runs.models import Model
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db

@@ -42,7 +42,8 @@ from competitions.services import competition_submit
 from evaluation.models import Runner
 from evaluation.services import hardware_register
 from problems.models import Baseline
-from submissions.models import Evaluation, Model, Run, Submission
+from submissions.models import Evaluation, Submission
+from submissions.runs.models import Model, Run
 from tests.conftest import REPO, process_env, start_daphne, stop_process
 from tests.leaderboard_factory import make_problem, make_result, make_submission
 

@@ -76,7 +76,7 @@ def test_the_scan_finds_reads_of_every_kind():
         "KB_SANDBOX_MEMORY_MB": "evaluator/config.py",  # _env_limit()
         "KB_BUILD_SLOT_MB": "evaluator/runner/buildcache.py",  # os.environ.get()
         "KB_SANDBOX": "evaluator/runner/jail.py",  # MODE_ENV = "KB_SANDBOX"
-        "LLM_MOCK_RESPONSES_FILE": "submissions/llm.py",  # MOCK_FILE_ENV = ...
+        "LLM_MOCK_RESPONSES_FILE": "submissions/runs/llm.py",  # MOCK_FILE_ENV = ...
         "KB_TOKEN": "kbcli/config.py",
         "KB_PG_DB": "scripts/scaled_services.sh",  # ${KB_PG_DB:-kbsite}
         "HARDWARE": "Makefile",  # HARDWARE ?= cpu

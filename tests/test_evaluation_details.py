@@ -130,8 +130,8 @@ def test_it_keeps_the_error_text_out_of_a_runs_kernelbench_export_for_others(
     finished, user, stranger
 ):
     from leaderboard import selectors
-    from submissions.models import Model, Run
-    from submissions.runs import run_sample_refresh
+    from submissions.runs.models import Model, Run
+    from submissions.runs.samples import run_sample_refresh
 
     model = Model.objects.create(litellm_name="test/model")
     run = Run.objects.create(name="sweep", model=model, hardware=finished.hardware,

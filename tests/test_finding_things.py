@@ -9,7 +9,7 @@ from evaluation.services import hardware_register
 from problems import views as problem_views
 from problems.difficulty import difficulty, level_medians
 from problems.models import Baseline, Problem
-from submissions.models import Model
+from submissions.runs.models import Model
 from tests.leaderboard_factory import make_problem, make_result, make_submission
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,9 @@ from django.test import Client
 from evaluation.services import hardware_register
 from leaderboard.selectors import board_rows, flagged_rows
 from leaderboard.services import board_refresh_for
-from submissions.models import Evaluation, Model, Run
-from submissions.runs import run_fast_p
+from submissions.models import Evaluation
+from submissions.runs.models import Model, Run
+from submissions.runs.selectors import run_fast_p
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.leaderboard_factory import make_problem, make_result
 

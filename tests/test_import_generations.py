@@ -7,7 +7,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils.module_loading import import_string
 
-from submissions.models import Generation, Model, Run, Submission
+from submissions.models import Submission
+from submissions.runs.models import Generation, Model, Run
 from tests.conftest import kernel_source, take_queued_tasks
 
 RELU_CORRECT = kernel_source("relu_correct.py")
@@ -76,7 +77,7 @@ def test_an_imported_folder_becomes_a_run_whose_samples_are_evaluated(
     }
     assert all(s.model_id == run.model_id for s in run.submissions.all())
     # Sample 0 of each problem is scored: both correct.
-    from submissions.runs import run_fast_p
+    from submissions.runs.selectors import run_fast_p
 
     [level1] = run_fast_p(run)
     assert (level1.problems, level1.correct, level1.fast_p[0.0]) == (2, 2, 1.0)

@@ -7,7 +7,7 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from evaluation.services import hardware_register
-from submissions.models import Model, Run
+from submissions.runs.models import Model, Run
 from tests.leaderboard_factory import make_problem, make_result
 
 # This app's API under the prefix the site mounts it on, with the pages its rows link to; the

@@ -10,7 +10,7 @@ from django.urls import path
 from evaluation.services import hardware_register
 from kbsite.asgi import application
 from leaderboard.consumers import LeaderboardConsumer
-from submissions.models import Model
+from submissions.runs.models import Model
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db(transaction=True)

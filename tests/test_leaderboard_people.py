@@ -10,7 +10,8 @@ from django.urls import reverse
 from evaluation.services import hardware_register
 from leaderboard import selectors
 from leaderboard.services import board_refresh_for
-from submissions.models import Model, Submission
+from submissions.models import Submission
+from submissions.runs.models import Model
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db

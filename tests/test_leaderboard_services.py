@@ -10,7 +10,8 @@ from leaderboard.models import BestEntry, Record
 from leaderboard.selectors import board_rows, flagged_rows, record_rows, with_html
 from leaderboard.services import boards_rebuild
 from problems.models import Problem
-from submissions.models import Evaluation, Model, Run
+from submissions.models import Evaluation
+from submissions.runs.models import Model, Run
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from evaluation.services import hardware_register
-from submissions.models import Model, Run
+from submissions.runs.models import Model, Run
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db

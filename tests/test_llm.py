@@ -1,4 +1,4 @@
-"""submissions.llm: prompts, calls with retries (litellm's own mock_response), extraction."""
+"""submissions.runs.llm: prompts, calls with retries (litellm's own mock_response), extraction."""
 
 import json
 import os
@@ -9,7 +9,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 import pytest
 
-from submissions import llm
+from submissions.runs import llm
 
 MODEL = llm.ModelSettings(litellm_name="openai/gpt-4o-mini")
 MESSAGES = [{"role": "user", "content": "write a kernel"}]

@@ -17,8 +17,10 @@ from django.test.utils import CaptureQueriesContext
 from evaluation.services import hardware_register
 from leaderboard import selectors, views
 from problems.models import Problem
-from submissions import runs
-from submissions.models import Generation, Model, Run, RunSample, Submission
+from submissions.models import Submission
+from submissions.runs import selectors as run_selectors
+from submissions.runs.models import Generation, Model, Run, RunSample
+from submissions.runs.samples import run_samples_rebuild
 from tests.leaderboard_factory import make_problem, make_result, refresh_results
 
 pytestmark = pytest.mark.django_db
@@ -103,7 +105,7 @@ def test_a_page_makes_as_many_queries_for_many_results_as_for_few(page, run):
 
 
 def test_a_runs_page_lists_the_steps_of_one_page_of_its_problems(run, monkeypatch):
-    monkeypatch.setattr(runs, "STEP_PROBLEMS_PER_PAGE", 2)
+    monkeypatch.setattr(run_selectors, "STEP_PROBLEMS_PER_PAGE", 2)
     add_results(run, problems=3, people=0, samples=2)
 
     first = Client().get(f"/runs/{run.pk}/").content.decode()
@@ -124,7 +126,7 @@ def test_a_runs_tables_follow_each_new_result_and_each_result_held(run):
     run.samples_per_problem = 1
     run.save()
     assert [r["correct"] for r in selectors.run_summary(run)] == [2]
-    assert runs.run_status_payload(run)["correct"] == 2
+    assert run_selectors.run_status_payload(run)["correct"] == 2
 
     # A later evaluation of a sample replaces its result; the tables follow at once.
     sample = run.submissions.first()
@@ -132,7 +134,7 @@ def test_a_runs_tables_follow_each_new_result_and_each_result_held(run):
         problem=sample.problem, hardware=run.hardware, submission=sample, verdict="incorrect"
     )
     assert [r["correct"] for r in selectors.run_summary(run)] == [1]
-    assert runs.run_status_payload(run)["correct"] == 1
+    assert run_selectors.run_status_payload(run)["correct"] == 1
 
     # So does a result held for its re-verification, with no evaluation stored (the runner
     # holds a would-be record, then refreshes what follows from its result).
@@ -140,7 +142,7 @@ def test_a_runs_tables_follow_each_new_result_and_each_result_held(run):
         submission.hold_for_reverification()
         refresh_results(submission.latest_evaluation)
     assert [r["correct"] for r in selectors.run_summary(run)] == [0]
-    assert runs.run_status_payload(run)["correct"] == 0
+    assert run_selectors.run_status_payload(run)["correct"] == 0
 
 
 def test_a_runs_kept_samples_are_those_a_rebuild_counts_from_every_result(run):
@@ -148,12 +150,12 @@ def test_a_runs_kept_samples_are_those_a_rebuild_counts_from_every_result(run):
     sample = run.submissions.order_by("pk").first()
     make_result(problem=sample.problem, hardware=run.hardware, submission=sample,
                 verdict="incorrect")  # a re-evaluation
-    kept = sorted(RunSample.objects.values_list(*runs.SAMPLE_FIELDS))
+    kept = sorted(RunSample.objects.values_list(*run_selectors.SAMPLE_FIELDS))
     assert len(kept) == 9
 
     RunSample.objects.update(correct=False, correct_submissions=0)  # in doubt
-    assert runs.run_samples_rebuild() == 9
-    assert sorted(RunSample.objects.values_list(*runs.SAMPLE_FIELDS)) == kept
+    assert run_samples_rebuild() == 9
+    assert sorted(RunSample.objects.values_list(*run_selectors.SAMPLE_FIELDS)) == kept
 
 
 def test_a_runs_tables_read_a_row_a_sample_not_every_result(run):

@@ -11,7 +11,8 @@ from evaluator import flags
 from leaderboard import selectors
 from leaderboard.models import BoardSummary, ParticipantSummary
 from leaderboard.services import boards_rebuild, summaries_rebuild
-from submissions.models import Evaluation, Model, Submission
+from submissions.models import Evaluation, Submission
+from submissions.runs.models import Model
 from tests.leaderboard_factory import make_problem, make_result
 
 pytestmark = pytest.mark.django_db

@@ -5,9 +5,9 @@ from django.contrib import admin
 from django.contrib.messages.storage.fallback import FallbackStorage
 from django.test import RequestFactory
 
-from submissions import runs
-from submissions.models import Run
-from submissions.run_admin import resume_runs, start_runs, stop_runs
+from submissions.runs import services as run_services
+from submissions.runs.admin import resume_runs, start_runs, stop_runs
+from submissions.runs.models import Run
 
 # Fixtures shared by the run tests: llm_model, start_generation_cluster.
 pytest_plugins = ["tests.runs_support"]
@@ -27,7 +27,9 @@ def test_the_actions_start_stop_and_resume_runs_and_say_what_failed(
     llm_model, cpu_hardware, sample_problems, user
 ):
     first, second = (
-        runs.run_create(model=llm_model, problems=[slug], backend="torch", hardware=cpu_hardware)
+        run_services.run_create(
+            model=llm_model, problems=[slug], backend="torch", hardware=cpu_hardware
+        )
         for slug in ("level1/901_Small_ReLU", "level1/904_Small_Add")
     )
     model_admin = admin.site._registry[Run]

@@ -7,8 +7,9 @@ from rest_framework.test import APIClient
 
 from accounts.models import ApiToken
 from kbsite.urls import urlpatterns as site_urlpatterns
-from submissions import run_urls, runs
-from submissions.models import Run
+from submissions.runs import services as run_services
+from submissions.runs import urls as run_urls
+from submissions.runs.models import Run
 from tests.runs_support import MODEL_NAME, queued_tasks
 
 # Fixtures shared by the run tests: llm_model, start_generation_cluster.
@@ -17,7 +18,7 @@ pytest_plugins = ["tests.runs_support"]
 # The run routes, whether or not the site's URLconf includes them yet.
 urlpatterns = [
     *site_urlpatterns,
-    path("runs/", include("submissions.run_urls")),
+    path("runs/", include("submissions.runs.urls")),
     path("api/", include(run_urls.api_urlpatterns)),
 ]
 pytestmark = [pytest.mark.urls(__name__), pytest.mark.django_db]
@@ -68,7 +69,7 @@ def test_staff_create_a_run_and_it_starts_generating(
     assert body["progress"]["planned_steps"] == 4 and body["progress"]["pending"] == 4
     run = Run.objects.get(pk=body["id"])
     assert run.created_by == staff
-    assert len(queued_tasks(runs.GENERATION_QUEUE)) == 4
+    assert len(queued_tasks(run_services.GENERATION_QUEUE)) == 4
 
 
 def test_a_run_created_with_start_false_waits_for_its_start(
@@ -76,11 +77,11 @@ def test_a_run_created_with_start_false_waits_for_its_start(
 ):
     with django_capture_on_commit_callbacks(execute=True):
         body = staff_client.post("/api/v1/runs/", create_body(start=False), format="json").json()
-    assert body["status"] == "pending" and queued_tasks(runs.GENERATION_QUEUE) == []
+    assert body["status"] == "pending" and queued_tasks(run_services.GENERATION_QUEUE) == []
     with django_capture_on_commit_callbacks(execute=True):
         started = staff_client.post(f"/api/v1/runs/{body['id']}/start/")
     assert started.status_code == 200 and started.json()["status"] == "running"
-    assert len(queued_tasks(runs.GENERATION_QUEUE)) == 2
+    assert len(queued_tasks(run_services.GENERATION_QUEUE)) == 2
 
 
 def test_stop_and_resume_answer_409_when_the_run_is_not_in_a_state_for_it(
@@ -123,8 +124,8 @@ def test_bad_input_is_refused_with_a_code_and_creates_nothing(
 def test_only_staff_with_the_submit_scope_may_create_or_steer_runs(
     user, staff, llm_model, cpu_hardware, sample_problems
 ):
-    run = runs.run_create(model=llm_model, problems=[RELU], backend="torch",
-                          hardware=cpu_hardware)
+    run = run_services.run_create(model=llm_model, problems=[RELU], backend="torch",
+                                  hardware=cpu_hardware)
     assert APIClient().post("/api/v1/runs/", create_body(), format="json").status_code == 401
     not_staff = client_with_token(user)
     assert not_staff.post("/api/v1/runs/", create_body(), format="json").status_code == 403

@@ -5,7 +5,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from submissions.models import Generation, Run
+from submissions.runs.models import Generation, Run
 from tests.runs_support import MODEL_NAME
 
 # Fixtures shared by the run tests: llm_model, start_generation_cluster.

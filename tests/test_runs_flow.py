@@ -7,8 +7,10 @@ and a rate limit that is retried.
 
 import pytest
 
-from submissions import runs
-from submissions.models import Evaluation, Generation, Run, Submission
+from submissions.models import Evaluation, Submission
+from submissions.runs import selectors as run_selectors
+from submissions.runs import services as run_services
+from submissions.runs.models import Generation, Run
 from tests.conftest import wait_for
 from tests.runs_support import (
     ADD_CORRECT,
@@ -56,11 +58,11 @@ def test_a_whole_run_is_generated_evaluated_and_scored(
         MATMUL: NO_CODE,
         GELU: GELU_RUNTIME_ERROR,
     })
-    run = runs.run_create(
+    run = run_services.run_create(
         model=llm_model, problems=[RELU, MATMUL, SOFTMAX, ADD, GELU], backend="torch",
         hardware=cpu_hardware,
     )
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     start_generation_cluster(answers=answers)
     start_runner()
     wait_for(lambda: settled(run), timeout=480, interval=1)
@@ -88,7 +90,7 @@ def test_a_whole_run_is_generated_evaluated_and_scored(
         slug: Evaluation.objects.get(submission__run=run, submission__problem__slug=slug)
         for slug in (RELU, ADD)
     }
-    level1, level2 = runs.run_fast_p(run)
+    level1, level2 = run_selectors.run_fast_p(run)
     assert (level1.level, level1.problems, level1.correct) == (1, 4, 2)
     assert level1.fast_p[0.0] == 2 / 4
     for p, share in level1.fast_p.items():
@@ -97,7 +99,7 @@ def test_a_whole_run_is_generated_evaluated_and_scored(
     assert (level2.level, level2.problems, level2.correct) == (2, 1, 0)
     assert level2.fast_p[0.0] == 0.0
 
-    progress = runs.run_progress(run)
+    progress = run_selectors.run_progress(run)
     assert (progress["generated"], progress["evaluated"], progress["correct"]) == (5, 4, 2)
 
 
@@ -110,11 +112,11 @@ def test_a_refinement_turn_follows_the_evaluation_of_the_first(
         f"{RELU}#turn0": RELU_WRONG,
         f"{RELU}#turn1": RELU_CORRECT,
     })
-    run = runs.run_create(
+    run = run_services.run_create(
         model=llm_model, problems=[RELU], backend="torch", hardware=cpu_hardware,
         refinement_turns=1,
     )
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     start_generation_cluster(answers=answers)
     start_runner()
     wait_for(lambda: settled(run), timeout=480, interval=1)
@@ -125,6 +127,6 @@ def test_a_refinement_turn_follows_the_evaluation_of_the_first(
     # The second prompt carried the first answer and the evaluator's verdict on it.
     assert RELU_WRONG in second.prompt and "Verdict: incorrect" in second.prompt
     assert second.created_at >= first.submission.finished_at
-    [level1] = runs.run_fast_p(run)
+    [level1] = run_selectors.run_fast_p(run)
     assert level1.fast_p[0.0] == 1.0  # the best turn counts
     assert run.generations.filter(status=Generation.Status.PENDING).count() == 0

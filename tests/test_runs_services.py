@@ -1,4 +1,4 @@
-"""submissions.runs: creating, starting, stopping and resuming runs; one step at a time.
+"""submissions.runs.services: creating, starting, stopping and resuming runs; one step at a time.
 
 Steps run here in the test process, on litellm's mock_response; tests/test_runs_flow.py runs
 whole runs through the real queues.
@@ -7,9 +7,11 @@ whole runs through the real queues.
 import pytest
 
 from problems.models import Problem, Tag
-from submissions import runs
-from submissions.llm import MOCK_FILE_ENV
-from submissions.models import Generation, Run, Submission
+from submissions.models import Submission
+from submissions.runs import selectors as run_selectors
+from submissions.runs import services as run_services
+from submissions.runs.llm import MOCK_FILE_ENV
+from submissions.runs.models import Generation, Run
 from tests.runs_support import (
     NO_CODE,
     RELU_CORRECT,
@@ -41,17 +43,17 @@ def answers(tmp_path, monkeypatch, settings):
 def make_run(llm_model, cpu_hardware, **overrides) -> Run:
     values = {"problems": [RELU], "backend": "torch", "hardware": cpu_hardware}
     values.update(overrides)
-    return runs.run_create(model=llm_model, **values)
+    return run_services.run_create(model=llm_model, **values)
 
 
 def step(generation: Generation) -> str:
     generation.refresh_from_db()
-    return runs.generation_step(generation_id=generation.pk, attempts=generation.attempts)
+    return run_services.generation_step(generation_id=generation.pk, attempts=generation.attempts)
 
 
 def generation_tasks() -> list[tuple]:
-    return [task["args"] for task in queued_tasks(runs.GENERATION_QUEUE)
-            if task["func"] == "submissions.run_tasks.generate"]
+    return [task["args"] for task in queued_tasks(run_services.GENERATION_QUEUE)
+            if task["func"] == "submissions.runs.tasks.generate"]
 
 
 # ---- choosing problems and settings ----------------------------------------------------------
@@ -97,7 +99,7 @@ def test_a_run_by_tag_covers_the_tagged_problems(llm_model, cpu_hardware, sample
 def test_bad_run_settings_are_refused_with_a_clear_error_and_store_nothing(
     llm_model, cpu_hardware, sample_problems, overrides, code
 ):
-    with pytest.raises(runs.RunError) as error:
+    with pytest.raises(run_services.RunError) as error:
         make_run(llm_model, cpu_hardware, **overrides)
     assert error.value.code == code and error.value.message
     assert Run.objects.count() == 0
@@ -106,18 +108,18 @@ def test_bad_run_settings_are_refused_with_a_clear_error_and_store_nothing(
 def test_a_backend_the_hardware_does_not_run_is_refused(llm_model, cpu_hardware, sample_problems):
     cpu_hardware.backends = ["torch", "cpp"]
     cpu_hardware.save()
-    with pytest.raises(runs.RunError) as error:
+    with pytest.raises(run_services.RunError) as error:
         make_run(llm_model, cpu_hardware, backend="cuda")
     assert error.value.code == "unknown_backend" and error.value.allowed == ["torch", "cpp"]
 
 
 def test_retired_problems_and_inactive_models_are_refused(llm_model, cpu_hardware, sample_problems):
     sample_problems[RELU].retire()
-    with pytest.raises(runs.RunError, match="Retired"):
+    with pytest.raises(run_services.RunError, match="Retired"):
         make_run(llm_model, cpu_hardware)
     llm_model.active = False
     llm_model.save()
-    with pytest.raises(runs.RunError) as error:
+    with pytest.raises(run_services.RunError) as error:
         make_run(llm_model, cpu_hardware, problems=[ADD])
     assert error.value.code == "inactive_model"
 
@@ -130,7 +132,7 @@ def test_starting_a_run_queues_one_step_per_problem_and_sample(
 ):
     run = make_run(llm_model, cpu_hardware, problems=[RELU, ADD], samples_per_problem=2)
     with django_capture_on_commit_callbacks(execute=True):
-        runs.run_start(run=run)
+        run_services.run_start(run=run)
     assert run.status == Run.Status.RUNNING
     steps = list(run.generations.values_list("problem__slug", "sample_index", "turn", "status"))
     assert sorted(steps) == sorted([
@@ -138,8 +140,8 @@ def test_starting_a_run_queues_one_step_per_problem_and_sample(
         (RELU, 0, 0, "pending"), (RELU, 1, 0, "pending"),
     ])
     assert sorted(generation_tasks()) == sorted((g.pk, 0) for g in run.generations.all())
-    with pytest.raises(runs.RunError) as error:
-        runs.run_start(run=run)
+    with pytest.raises(run_services.RunError) as error:
+        run_services.run_start(run=run)
     assert error.value.code == "bad_state"
 
 
@@ -148,7 +150,7 @@ def test_a_step_stores_the_answer_its_submission_and_what_it_cost(
 ):
     answers({RELU: RELU_CORRECT})
     run = make_run(llm_model, cpu_hardware)
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     generation = run.generations.get()
     with django_capture_on_commit_callbacks(execute=True):
         assert step(generation) == Generation.Status.DONE
@@ -174,7 +176,7 @@ def test_an_answer_without_code_is_recorded_not_dropped(
 ):
     answers({RELU: NO_CODE})
     run = make_run(llm_model, cpu_hardware)
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     generation = run.generations.get()
     assert step(generation) == Generation.Status.NO_CODE
     generation.refresh_from_db()
@@ -186,7 +188,7 @@ def test_an_answer_without_code_is_recorded_not_dropped(
 def test_a_rate_limit_is_retried_within_the_step(llm_model, cpu_hardware, sample_problems, answers):
     answers({RELU: [{"raise": "rate_limit"}, {"raise": "rate_limit"}, RELU_CORRECT]})
     run = make_run(llm_model, cpu_hardware)
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     generation = run.generations.get()
     assert step(generation) == Generation.Status.DONE
     generation.refresh_from_db()
@@ -198,7 +200,7 @@ def test_a_provider_error_that_retrying_cannot_fix_fails_the_step(
 ):
     answers({RELU: {"raise": "auth", "message": "invalid api key"}})
     run = make_run(llm_model, cpu_hardware)
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     generation = run.generations.get()
     assert step(generation) == Generation.Status.FAILED
     generation.refresh_from_db()
@@ -212,11 +214,11 @@ def test_a_second_copy_of_a_step_never_asks_the_model_again(
 ):
     answers({"*": RELU_CORRECT})
     run = make_run(llm_model, cpu_hardware, problems=[RELU, ADD])  # still running after one
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     generation = run.generations.get(problem__slug=RELU)
-    assert runs.generation_step(generation_id=generation.pk, attempts=0) == "done"
+    assert run_services.generation_step(generation_id=generation.pk, attempts=0) == "done"
     # The broker handing the same task out again, or a stale copy from before a resume:
-    assert runs.generation_step(generation_id=generation.pk, attempts=0) == "already done"
+    assert run_services.generation_step(generation_id=generation.pk, attempts=0) == "already done"
     assert Submission.objects.count() == 1
 
 
@@ -225,11 +227,11 @@ def test_a_copy_that_lost_the_claim_does_not_call_the_model(
 ):
     answers({RELU: RELU_CORRECT})
     run = make_run(llm_model, cpu_hardware)
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     generation = run.generations.get()
     # Another worker claimed this step (attempts 0 -> 1) and is waiting for the model.
     Generation.objects.filter(pk=generation.pk).update(attempts=1)
-    assert runs.generation_step(generation_id=generation.pk, attempts=0) == "not claimed"
+    assert run_services.generation_step(generation_id=generation.pk, attempts=0) == "not claimed"
     generation.refresh_from_db()
     assert generation.status == Generation.Status.PENDING and generation.response == ""
 
@@ -239,8 +241,8 @@ def test_a_step_of_a_stopped_run_returns_without_asking_the_model(
 ):
     answers({RELU: RELU_CORRECT})
     run = make_run(llm_model, cpu_hardware)
-    runs.run_start(run=run)
-    runs.run_stop(run=run)
+    run_services.run_start(run=run)
+    run_services.run_stop(run=run)
     generation = run.generations.get()
     assert step(generation) == "run stopped"
     generation.refresh_from_db()
@@ -252,15 +254,15 @@ def test_resuming_queues_only_the_steps_not_finished(
 ):
     answers({"*": RELU_CORRECT})
     run = make_run(llm_model, cpu_hardware, problems=[RELU, ADD, GELU])
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     first = run.generations.get(problem__slug=RELU)
     assert step(first) == Generation.Status.DONE
-    runs.run_stop(run=run)
-    with pytest.raises(runs.RunError):
-        runs.run_stop(run=run)
+    run_services.run_stop(run=run)
+    with pytest.raises(run_services.RunError):
+        run_services.run_stop(run=run)
     queued_before = len(generation_tasks())
     with django_capture_on_commit_callbacks(execute=True):
-        runs.run_resume(run=run)
+        run_services.run_resume(run=run)
     assert run.status == Run.Status.RUNNING
     new = generation_tasks()[queued_before:]
     pending = run.generations.filter(status=Generation.Status.PENDING)
@@ -276,19 +278,19 @@ def test_a_refinement_turn_waits_for_the_evaluation_and_carries_its_feedback(
 ):
     answers({f"{RELU}#turn0": RELU_WRONG, f"{RELU}#turn1": RELU_CORRECT})
     run = make_run(llm_model, cpu_hardware, refinement_turns=1)
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     first = run.generations.get(turn=0)
     assert step(first) == Generation.Status.DONE
     first.refresh_from_db()
     # Its evaluation is not stored yet: no second turn, and the run is not finished.
-    assert runs.run_advance(run=run) == 0
+    assert run_services.run_advance(run=run) == 0
     assert run.generations.count() == 1
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
 
     finish_evaluation(first.submission, verdict="incorrect", error="max difference 0.42")
     with django_capture_on_commit_callbacks(execute=True):
-        assert runs.run_advance(run=run) == 1
+        assert run_services.run_advance(run=run) == 1
     second = run.generations.get(turn=1)
     assert (second.pk, 0) in generation_tasks()
     assert step(second) == Generation.Status.DONE
@@ -307,7 +309,7 @@ def test_after_an_answer_without_code_the_next_turn_follows_at_once(
 ):
     answers({f"{RELU}#turn0": NO_CODE, f"{RELU}#turn1": RELU_CORRECT})
     run = make_run(llm_model, cpu_hardware, refinement_turns=1)
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     assert step(run.generations.get(turn=0)) == Generation.Status.NO_CODE
     second = run.generations.get(turn=1)
     assert step(second) == Generation.Status.DONE
@@ -323,17 +325,17 @@ def test_progress_and_fast_p_count_every_problem_of_the_level(
 ):
     answers({RELU: RELU_CORRECT, ADD: NO_CODE})
     run = make_run(llm_model, cpu_hardware, problems=[RELU, ADD])
-    runs.run_start(run=run)
+    run_services.run_start(run=run)
     for generation in run.generations.all():
         step(generation)
     relu = run.generations.get(problem__slug=RELU).submission
     finish_evaluation(relu, verdict="correct", speedup=1.2)
 
-    progress = runs.run_progress(run)
+    progress = run_selectors.run_progress(run)
     assert {k: progress[k] for k in ("generated", "no_code", "submissions", "evaluated",
                                      "correct")} == {
         "generated": 2, "no_code": 1, "submissions": 1, "evaluated": 1, "correct": 1
     }
-    [row] = runs.run_fast_p(run)
+    [row] = run_selectors.run_fast_p(run)
     assert (row.level, row.problems, row.correct) == (1, 2, 1)
     assert row.fast_p[0.0] == 0.5 and row.fast_p[1.0] == 0.5 and row.fast_p[1.5] == 0.0

@@ -4,8 +4,8 @@ asked of the model again, and the rest is."""
 import pytest
 from django_q.models import OrmQ
 
-from submissions import runs
-from submissions.models import Generation, Run
+from submissions.runs import services as run_services
+from submissions.runs.models import Generation, Run
 from tests.conftest import wait_for
 from tests.runs_support import (
     RELU_CORRECT,
@@ -46,13 +46,13 @@ def test_a_stopped_run_resumes_without_redoing_a_finished_step(
     """Slow: the generation cluster is a real process, stopped mid-run and started again."""
     answers = write_answers(tmp_path / "answers.json",
                             {"*": {"answer": RELU_CORRECT, "delay": 1.5}})
-    run = runs.run_create(model=llm_model, problems=PROBLEMS, backend="torch",
-                          hardware=cpu_hardware)
-    runs.run_start(run=run)
+    run = run_services.run_create(model=llm_model, problems=PROBLEMS, backend="torch",
+                                  hardware=cpu_hardware)
+    run_services.run_start(run=run)
     start_generation_cluster(answers=answers, workers=1)
 
     wait_for(lambda: run.generations.filter(status=Generation.Status.DONE).exists(), timeout=120)
-    runs.run_stop(run=run)
+    run_services.run_stop(run=run)
     wait_for(lambda: quiet(run), timeout=120)
     run.refresh_from_db()
     assert run.status == Run.Status.STOPPED
@@ -62,7 +62,7 @@ def test_a_stopped_run_resumes_without_redoing_a_finished_step(
     untouched = run.generations.filter(status=Generation.Status.PENDING)
     assert all(g.attempts == 0 for g in untouched)  # queued steps never asked the model
 
-    runs.run_resume(run=run)
+    run_services.run_resume(run=run)
     wait_for(lambda: Run.objects.get(pk=run.pk).status == Run.Status.FINISHED, timeout=120)
     run.refresh_from_db()
 

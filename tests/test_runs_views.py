@@ -6,9 +6,10 @@ from django.test import Client
 from django.urls import NoReverseMatch, include, path, reverse
 
 from kbsite.urls import urlpatterns as site_urlpatterns
-from submissions import run_urls, runs
-from submissions.llm import MOCK_FILE_ENV
-from submissions.models import Generation, Run
+from submissions.runs import services as run_services
+from submissions.runs import urls as run_urls
+from submissions.runs.llm import MOCK_FILE_ENV
+from submissions.runs.models import Generation, Run
 from tests.runs_support import NO_CODE, RELU_CORRECT, finish_evaluation, write_answers
 
 # Fixtures shared by the run tests: llm_model, start_generation_cluster.
@@ -17,7 +18,7 @@ pytest_plugins = ["tests.runs_support"]
 # The run routes, whether or not the site's URLconf includes them yet.
 urlpatterns = [
     *site_urlpatterns,
-    path("runs/", include("submissions.run_urls")),
+    path("runs/", include("submissions.runs.urls")),
     path("api/", include(run_urls.api_urlpatterns)),
 ]
 
@@ -45,11 +46,11 @@ def staff_client(db) -> Client:
 def run_with_results(llm_model, cpu_hardware, answers) -> Run:
     """ReLU generated and evaluated correct (1.25x); Add answered without code."""
     answers({RELU: RELU_CORRECT, ADD: NO_CODE})
-    run = runs.run_create(model=llm_model, name="page run", problems=[RELU, ADD],
-                          backend="torch", hardware=cpu_hardware)
-    runs.run_start(run=run)
+    run = run_services.run_create(model=llm_model, name="page run", problems=[RELU, ADD],
+                                  backend="torch", hardware=cpu_hardware)
+    run_services.run_start(run=run)
     for generation in run.generations.all():
-        runs.generation_step(generation_id=generation.pk, attempts=0)
+        run_services.generation_step(generation_id=generation.pk, attempts=0)
     submission = run.generations.get(problem__slug=RELU).submission
     finish_evaluation(submission, verdict="correct", speedup=1.25)
     return run
@@ -108,9 +109,9 @@ def test_the_status_json_carries_what_the_page_polls(
 def test_staff_stop_and_resume_a_run_from_its_page(
     llm_model, cpu_hardware, sample_problems, staff_client, user
 ):
-    run = runs.run_create(model=llm_model, problems=[RELU], backend="torch",
-                          hardware=cpu_hardware)
-    runs.run_start(run=run)
+    run = run_services.run_create(model=llm_model, problems=[RELU], backend="torch",
+                                  hardware=cpu_hardware)
+    run_services.run_start(run=run)
     other = Client()
     other.force_login(user)
     refused = other.post(f"/runs/{run.pk}/stop/")
@@ -135,10 +136,10 @@ def test_staff_stop_and_resume_a_run_from_its_page(
 @pytest.mark.urls(__name__)
 @pytest.mark.django_db
 def test_the_run_list_links_every_run(llm_model, cpu_hardware, sample_problems):
-    first = runs.run_create(model=llm_model, name="first run", problems=[RELU],
-                            backend="torch", hardware=cpu_hardware)
-    second = runs.run_create(model=llm_model, name="second run", problems=[ADD],
-                             backend="torch", hardware=cpu_hardware)
+    first = run_services.run_create(model=llm_model, name="first run", problems=[RELU],
+                                    backend="torch", hardware=cpu_hardware)
+    second = run_services.run_create(model=llm_model, name="second run", problems=[ADD],
+                                     backend="torch", hardware=cpu_hardware)
     html = Client().get("/runs/").content.decode()
     for run in (first, second):
         assert f'href="/runs/{run.pk}/"' in html and run.name in html
@@ -158,17 +159,17 @@ def test_the_run_page_updates_live_as_steps_finish(
 ):
     """Slow: a real browser on the real server sees the run page change as steps finish."""
     if not site_routes_runs():
-        pytest.skip("kbsite/urls.py does not include submissions.run_urls yet")
+        pytest.skip("kbsite/urls.py does not include submissions.runs.urls yet")
     answers({RELU: RELU_CORRECT, ADD: NO_CODE})
-    run = runs.run_create(model=llm_model, problems=[RELU, ADD], backend="torch",
-                          hardware=cpu_hardware)
-    runs.run_start(run=run)
+    run = run_services.run_create(model=llm_model, problems=[RELU, ADD], backend="torch",
+                                  hardware=cpu_hardware)
+    run_services.run_start(run=run)
     page = browser.new_page()
     page.goto(f"{live_site}/runs/{run.pk}/")
     assert page.text_content("#run-generated") == "0"
     # Steps finish in another process than the page's server; the page follows by itself.
     for generation in run.generations.order_by("problem__number"):
-        runs.generation_step(generation_id=generation.pk, attempts=0)
+        run_services.generation_step(generation_id=generation.pk, attempts=0)
     from playwright.sync_api import expect
 
     expect(page.locator("#run-generated")).to_have_text("2", timeout=20000)

@@ -13,8 +13,9 @@ from evaluation.services import hardware_register
 from evaluator import flags
 from leaderboard import selectors
 from leaderboard.selectors import board_rows
-from submissions.models import Evaluation, Model, Run, Submission
-from submissions.runs import run_fast_p, run_progress
+from submissions.models import Evaluation, Submission
+from submissions.runs.models import Model, Run
+from submissions.runs.selectors import run_fast_p, run_progress
 from tests.leaderboard_factory import make_problem, make_result, refresh_results
 
 State = Submission.ReverificationState

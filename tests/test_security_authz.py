@@ -18,7 +18,8 @@ from django.urls.resolvers import RoutePattern
 from evaluation.models import Hardware, Runner
 from kbsite.asgi import application
 from problems.models import Baseline, Problem, ProblemVersion, Validation
-from submissions.models import Evaluation, Generation, Model, Run, Submission
+from submissions.models import Evaluation, Submission
+from submissions.runs.models import Generation, Model, Run
 from submissions.services import submission_create
 from tests.conftest import kernel_source
 

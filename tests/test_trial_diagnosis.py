@@ -10,9 +10,10 @@ from django.test import Client
 from django.utils import timezone
 
 from evaluator.judge.diagnose import TF32_HINT, round_to_tf32, trial_diagnosis
-from submissions import runs
-from submissions.llm import MOCK_FILE_ENV
-from submissions.models import Evaluation, Generation, Submission
+from submissions.models import Evaluation, Submission
+from submissions.runs import services as run_services
+from submissions.runs.llm import MOCK_FILE_ENV
+from submissions.runs.models import Generation
 from submissions.services import submission_create
 from tests.api_support import openapi_schema, token_for
 from tests.conftest import kernel_source
@@ -121,18 +122,18 @@ def test_a_model_runs_next_turn_is_told_the_hint_and_the_worst_elements(
     relu = "level1/901_Small_ReLU"
     answers = {f"{relu}#turn0": RELU_WRONG, f"{relu}#turn1": RELU_CORRECT}
     monkeypatch.setenv(MOCK_FILE_ENV, str(write_answers(tmp_path / "answers.json", answers)))
-    run = runs.run_create(model=llm_model, problems=[relu], backend="torch",
-                          hardware=cpu_hardware, refinement_turns=1)
-    runs.run_start(run=run)
+    run = run_services.run_create(model=llm_model, problems=[relu], backend="torch",
+                                  hardware=cpu_hardware, refinement_turns=1)
+    run_services.run_start(run=run)
     first = run.generations.get(turn=0)
-    runs.generation_step(generation_id=first.pk, attempts=0)
+    run_services.generation_step(generation_id=first.pk, attempts=0)
     first.refresh_from_db()
     trial = tf32_trial()
     finish_with(first.submission, trial)
     with django_capture_on_commit_callbacks(execute=True):
-        assert runs.run_advance(run=run) == 1
+        assert run_services.run_advance(run=run) == 1
     second = run.generations.get(turn=1)
-    runs.generation_step(generation_id=second.pk, attempts=0)
+    run_services.generation_step(generation_id=second.pk, attempts=0)
     second.refresh_from_db()
     assert second.status == Generation.Status.DONE
     assert f"Diagnosis: The error is {TF32_HINT}" in second.prompt

@@ -5,9 +5,9 @@ from django.db import migrations, models
 
 
 def fill(apps, schema_editor):
-    """Count the samples of the runs already there (runs.samples_of works on plain values, so
+    """Count the samples of the runs already there (runs.samples.samples_of works on plain values, so
     it serves the historical models as well)."""
-    from submissions.runs import RUN_ROW_FIELDS, samples_of
+    from submissions.runs.samples import RUN_ROW_FIELDS, samples_of
 
     run_model = apps.get_model("submissions", "Run")
     evaluation = apps.get_model("submissions", "Evaluation")

@@ -1,22 +1,23 @@
-"""Admin actions for runs: create a run in the admin, then start, stop or resume it here.
-
-Hooked into RunAdmin in submissions/admin.py with `actions = RUN_ACTIONS`.
+"""The admin of model runs: models, runs (create one here, then start, stop or resume it) and
+their steps. Registered when submissions/admin.py imports this module.
 """
 
 from django.contrib import admin, messages
+
+from submissions.runs.models import Generation, Model, Run
 
 
 def _apply(modeladmin, request, queryset, service_name: str, verb: str) -> None:
     # Imported here: the admin module loads in every process (runners too), and litellm, which
     # run services need, is not installed on GPU runner hosts.
-    from submissions import runs
+    from submissions.runs import services
 
-    service = getattr(runs, service_name)
+    service = getattr(services, service_name)
     done = 0
     for run in queryset:
         try:
             service(run=run)
-        except runs.RunError as error:
+        except services.RunError as error:
             modeladmin.message_user(request, error.message, level=messages.WARNING)
         else:
             done += 1
@@ -40,3 +41,24 @@ def resume_runs(modeladmin, request, queryset) -> None:
 
 
 RUN_ACTIONS = [start_runs, stop_runs, resume_runs]
+
+
+@admin.register(Model)
+class ModelAdmin(admin.ModelAdmin):
+    list_display = ["litellm_name", "display_name", "active", "created_at"]
+    search_fields = ["litellm_name", "display_name"]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["name", "model", "hardware", "backend", "status", "created_at"]
+    list_filter = ["status", "model", "hardware"]
+    filter_horizontal = ["problems"]
+    actions = RUN_ACTIONS
+
+
+@admin.register(Generation)
+class GenerationAdmin(admin.ModelAdmin):
+    list_display = ["run", "problem", "sample_index", "turn", "status", "cost_usd"]
+    list_filter = ["status", "run"]
+    raw_id_fields = ["submission", "problem"]

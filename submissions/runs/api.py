@@ -19,16 +19,9 @@ from rest_framework.views import APIView
 from accounts.api import ApiMixin
 from evaluation.models import Hardware
 from kbsite.api_errors import ApiErrorSerializer, error_body
-from submissions.models import Model, Run
-from submissions.runs import (
-    RunError,
-    run_create,
-    run_fast_p,
-    run_progress,
-    run_resume,
-    run_start,
-    run_stop,
-)
+from submissions.runs.models import Model, Run
+from submissions.runs.selectors import run_fast_p, run_progress
+from submissions.runs.services import RunError, run_create, run_resume, run_start, run_stop
 
 
 class RunCreateInputSerializer(serializers.Serializer):

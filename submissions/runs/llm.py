@@ -1,6 +1,7 @@
 """Talking to language models through litellm: prompts, calls with retries, code extraction.
 
-Nothing here touches the database; `submissions.runs` loads rows, calls these, stores results.
+Nothing here touches the database; `submissions.runs.services` loads rows, calls these, stores
+results.
 """
 
 import json

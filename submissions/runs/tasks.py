@@ -4,7 +4,7 @@ Serve them with `Q_CLUSTER_NAME=generation Q_WORKERS=<n> python manage.py qclust
 of workers is the run's concurrency limit (how many model calls are in flight at once).
 """
 
-from submissions.runs import generation_step, run_watch
+from submissions.runs.services import generation_step, run_watch
 
 
 def generate(generation_id: int, attempts: int) -> str:

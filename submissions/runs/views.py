@@ -7,8 +7,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from submissions.models import Run
-from submissions.runs import RunError, run_resume, run_start, run_status_payload, run_stop
+from submissions.runs.models import Run
+from submissions.runs.selectors import run_status_payload
+from submissions.runs.services import RunError, run_resume, run_start, run_stop
 
 ACTIONS = {"start": run_start, "stop": run_stop, "resume": run_resume}
 

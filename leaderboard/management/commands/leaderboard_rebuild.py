@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from leaderboard.services import boards_rebuild
-from submissions.runs import run_samples_rebuild
+from submissions.runs.samples import run_samples_rebuild
 
 
 class Command(BaseCommand):

@@ -5,7 +5,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import Hardware
-from submissions.runs import RunError, generations_import
+from submissions.runs.importing import generations_import
+from submissions.runs.services import RunError
 
 
 class Command(BaseCommand):

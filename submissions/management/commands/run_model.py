@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.models import Hardware
-from submissions.models import Model, Run
-from submissions.runs import RunError, run_create, run_resume, run_start, run_stop
+from submissions.runs.models import Model, Run
+from submissions.runs.services import RunError, run_create, run_resume, run_start, run_stop
 
 
 class Command(BaseCommand):
