@@ -26,7 +26,7 @@ NAMING = (
     "with the reason; the others are submitted all the same."
 )
 
-# KernelBench's generation files, as submissions/runs.py imports them.
+# KernelBench's generation files, as submissions/runs/importing.py imports them.
 GENERATION = re.compile(r"level_(\d+)_problem_(\d+)_sample_\d+_kernel\.py")
 # The slug (level1/19_ReLU) as a path or with "_" for "/"; the name after the number is free
 # because the starter's file name adds the backend (level1_19_ReLU_cuda.py).
