@@ -2,7 +2,8 @@
 
 Every page, table, API and export decides through these functions and nothing else: the boards
 (leaderboard/services.py), the tables of models and runs (leaderboard/selectors.py), a run's own
-page (submissions/runs.py), re-verification (submissions/models.py) and the KernelBench export.
+page (submissions/runs/selectors.py), re-verification (submissions/models.py) and the KernelBench
+export.
 
 Plain Python over plain values, no Django: a result is a mapping with the keys of ROW_FIELDS (an
 `Evaluation.objects.values(*ROW_FIELDS)` row, or `Evaluation.scoring_row()`). Which evaluation of

@@ -133,9 +133,14 @@ for section in $sections; do
         # The attack suite (tests/sandbox) through a real runner serving this host's GPU.
         # A cold nvcc build of the victim's CUDA kernel takes longer than the tests' default
         # 60 s limit (each test run has its own empty build cache); SANDBOX_K narrows the suite.
-        sandbox) KB_SANDBOX_TEST_DEVICE=cuda EVALUATION_TIME_LIMIT=${EVALUATION_TIME_LIMIT:-240} \
-                   python3 -m pytest -q -p no:cacheprovider tests/sandbox ${SANDBOX_K:+-k "$SANDBOX_K"} \
-                   2>&1 | tee "$OUT/sandbox.log" | tail -40 ;;
+        # One file at a time, the limits first, failures told short as each file ends: a run
+        # cut short (a machine given back) still shows why the files it finished failed.
+        sandbox) for file in tests/sandbox/test_limits.py \
+                         $(ls tests/sandbox/test_*.py | grep -v '/test_limits.py$'); do
+                     KB_SANDBOX_TEST_DEVICE=cuda EVALUATION_TIME_LIMIT=${EVALUATION_TIME_LIMIT:-240} \
+                         python3 -m pytest -q -rfE --tb=short -p no:cacheprovider "$file" \
+                         ${SANDBOX_K:+-k "$SANDBOX_K"} 2>&1 | tee -a "$OUT/sandbox.log" | tail -40
+                 done ;;
         cost) python3 bench/sandbox_cost.py --kernelbench "$KB" --only "${COST_ONLY:-19_ReLU}" \
                   --repeats "${COST_REPEATS:-3}" --json "$OUT/sandbox_cost.json" 2>&1 \
                   | tee "$OUT/sandbox_cost.log" ;;
