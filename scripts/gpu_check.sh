@@ -5,7 +5,8 @@
 #   scripts/gpu_check.sh [SECTION ...]
 #
 # Sections: harness exploits tests runner sandbox (the default: all five), and the longer ones
-# named alone: sharing (bench/gpu_sharing.py: evaluations per GPU-hour and warm latency with one
+# named alone: starters (the CUDA, Triton and PyTorch starters through `kb check`, first and
+# warm; STARTER_PROBLEMS), sharing (bench/gpu_sharing.py: evaluations per GPU-hour and warm latency with one
 # evaluation per GPU and with several sharing it, and the timing proof), verdicts
 # cpuexploits (the CPU exploit suite, tests/exploits, on this host), clock (bench/judge_clock.py:
 # the judge's timing loop against the one before it, side by side; .bench-base holds the old
@@ -141,6 +142,26 @@ for section in $sections; do
                          python3 -m pytest -q -rfE --tb=short -p no:cacheprovider "$file" \
                          ${SANDBOX_K:+-k "$SANDBOX_K"} 2>&1 | tee -a "$OUT/sandbox.log" | tail -40
                  done ;;
+        # The site's starter kernels (evaluator/backends/starters.py) for CUDA, Triton and
+        # PyTorch, through `kb check` on this GPU: each must come out correct, first and warm.
+        starters) for slug in ${STARTER_PROBLEMS:-level1/19_ReLU level2/76_Gemm_Add_ReLU}; do
+                      for backend in cuda triton torch; do
+                          file="$OUT/starter_${backend}_${slug//\//_}.py"
+                          python3 -c 'import sys; from evaluator.backends.starters import starter_file
+print(starter_file(open(sys.argv[1]).read(), sys.argv[2], slug=sys.argv[3]))' \
+                              "$KB/$slug.py" "$backend" "$slug" >"$file" || status=1
+                          for pass in first warm; do
+                              start=$(date +%s%N)
+                              python3 -m kbcli check "$file" --reference "$KB/$slug.py" \
+                                  --backend "$backend" --device "${STARTER_DEVICE:-cuda}" \
+                                  >"$file.$pass.log" 2>&1
+                              rc=$?; [ $rc -eq 0 ] || status=1
+                              echo "$slug $backend $pass: rc $rc in" \
+                                   "$((($(date +%s%N) - start) / 1000000)) ms," \
+                                   "$(grep -m1 'verdict' "$file.$pass.log")" | tee -a "$OUT/starters.log"
+                          done
+                      done
+                  done ;;
         cost) python3 bench/sandbox_cost.py --kernelbench "$KB" --only "${COST_ONLY:-19_ReLU}" \
                   --repeats "${COST_REPEATS:-3}" --json "$OUT/sandbox_cost.json" 2>&1 \
                   | tee "$OUT/sandbox_cost.log" ;;
