@@ -39,7 +39,13 @@ MB = 1 << 20
 
 @pytest.fixture
 def runner_env() -> dict[str, str]:
-    return {"KB_BUILD_SLOT_MB": str(SLOT_MB), "KB_SANDBOX_FILE_SIZE_MB": str(FILE_MB)}
+    # One evaluation at a time on a GPU too: each of a GPU's queue workers keeps a spare judge
+    # of its own (evaluator/runner/pool.py), so with several an attack that lands on a worker
+    # the honest evaluation did not use leaves one more spare up (on the H200 about 1.5 GiB of
+    # host memory with its CUDA contexts, seen as "room not back"), and before and after would
+    # not compare the same host.
+    return {"KB_BUILD_SLOT_MB": str(SLOT_MB), "KB_SANDBOX_FILE_SIZE_MB": str(FILE_MB),
+            "RUNNER_EVALUATIONS_PER_GPU": "1"}
 
 
 def _warm(arena) -> dict[str, int]:
