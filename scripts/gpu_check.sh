@@ -6,8 +6,8 @@
 #
 # Sections: harness exploits tests runner sandbox (the default: all five), and the longer ones
 # named alone: starters (the CUDA, Triton and PyTorch starters through `kb check`, first and
-# warm; STARTER_PROBLEMS), sharing (bench/gpu_sharing.py: evaluations per GPU-hour and warm latency with one
-# evaluation per GPU and with several sharing it, and the timing proof), verdicts
+# warm; STARTER_PROBLEMS), sharing (bench/gpu_sharing.py: evaluations per GPU-hour and warm
+# latency with one evaluation per GPU and with several sharing it, and the timing proof), verdicts
 # cpuexploits (the CPU exploit suite, tests/exploits, on this host), clock (bench/judge_clock.py:
 # the judge's timing loop against the one before it, side by side; .bench-base holds the old
 # `evaluation` package, CLOCK_REPEATS, CLOCK_ONLY), verdicts

@@ -398,19 +398,24 @@ def host_room() -> dict[str, int]:
             "evaluator_processes": len(evaluator_processes())}
 
 
+def host_processes() -> list[tuple[str, str, Path]]:
+    """The host's processes as (pid, command line, /proc entry); those gone while read are
+    skipped."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append((entry.name, cmd, entry))
+    return found
+
+
 def evaluator_processes() -> list[str]:
     """The host's processes of the evaluator (judges, spares, workers: their command lines name
     an `evaluator` module). On a GPU each holds a CUDA context, so one left over is room that
     does not come back; on the CPU it is small enough to hide in the memory's tolerance."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if "evaluator." in cmd and "pytest" not in cmd:
-                found.append(f"{entry.name} {cmd[:160]}")
-    return found
+    return [f"{pid} {cmd[:160]}" for pid, cmd, _ in host_processes()
+            if "evaluator." in cmd and "pytest" not in cmd]
 
 
 def settled_room(*, quiet_s: float = 2.0, timeout_s: float = 45.0, memory_mb: int = 48,
@@ -438,17 +443,14 @@ def settled_room(*, quiet_s: float = 2.0, timeout_s: float = 45.0, memory_mb: in
 
 def largest_processes(count: int = 8) -> list[str]:
     """The host's largest processes by resident memory: who holds the room that did not come
-    back."""
+    back. (Kernel threads have no VmRSS line and are left out.)"""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            status = (entry / "status").read_text()
-            rss_kb = int(next(line.split()[1] for line in status.splitlines()
-                              if line.startswith("VmRSS:")))
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            found.append((rss_kb, f"{entry.name} {rss_kb // 1024} MiB {cmd[:120]}"))
+    for pid, cmd, entry in host_processes():
+        with contextlib.suppress(OSError, ValueError):
+            rss = next((line.split()[1] for line in (entry / "status").read_text().splitlines()
+                        if line.startswith("VmRSS:")), None)
+            if rss is not None:
+                found.append((int(rss), f"{pid} {int(rss) // 1024} MiB {cmd[:120]}"))
     return [line for _, line in sorted(found, reverse=True)[:count]]
 
 
