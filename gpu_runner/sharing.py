@@ -19,7 +19,8 @@ EVALUATION_OVERHEAD_BYTES = 3 * GIB
 # A profiling process beside the evaluation (workers.Profiler): a third CUDA context and its
 # profiler's buffers; the set it draws, with the outputs of its calls, is one more peak.
 PROFILE_PROCESS_OVERHEAD_BYTES = 1 * GIB
-# A problem never validated on this hardware: assumed this large.
+# A problem never validated on a GPU: assumed this large (a runner asks for the validations its
+# hardware lacks as it starts, problems.curation.validations_missing_request).
 UNKNOWN_PEAK_BYTES = 8 * GIB
 # The share of the device's memory that admitted evaluations may expect to use together.
 ADMIT_SHARE = 0.9
@@ -37,21 +38,28 @@ def gate_dir(hardware: Hardware) -> str | None:
     return str(settings.RUNNER_GATE_DIR / f"{hardware.slug}-gpu{device}")
 
 
+def validated_peak_bytes(version: ProblemVersion | None, hardware: Hardware) -> int | None:
+    """The reference's peak device memory as validated: on this hardware (its latest), else
+    the largest measured on another GPU (what a problem's tensors hold barely depends on the
+    card; a new kind of card thus starts from its siblings' figures, not a guess), else None."""
+    if version is None:
+        return None
+    measured = Validation.objects.filter(problem_version=version, peak_memory_bytes__isnull=False)
+    here = (measured.filter(hardware=hardware).order_by("-finished_at")
+            .values_list("peak_memory_bytes", flat=True).first())
+    if here is not None:
+        return here
+    return (measured.exclude(hardware__kind=Hardware.Kind.CPU).order_by("-peak_memory_bytes")
+            .values_list("peak_memory_bytes", flat=True).first())
+
+
 def memory_need_bytes(version: ProblemVersion | None, hardware: Hardware, *,
                       profile_process: bool = False) -> int:
     """What an evaluation of this problem is expected to hold on the device: its reference's
     validated peak three times over (the judge's inputs and expected outputs, the worker's
     inputs and outputs, the transfer between them) plus the processes' own; with a profiling
     process, which makes its calls beside the correctness trials, once more."""
-    peak = None
-    if version is not None:
-        peak = (
-            Validation.objects.filter(problem_version=version, hardware=hardware,
-                                      peak_memory_bytes__isnull=False)
-            .order_by("-finished_at")
-            .values_list("peak_memory_bytes", flat=True)
-            .first()
-        )
+    peak = validated_peak_bytes(version, hardware)
     peak = int(peak if peak is not None else UNKNOWN_PEAK_BYTES)
     need = EVALUATION_OVERHEAD_BYTES + 3 * peak
     if profile_process:

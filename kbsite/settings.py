@@ -373,6 +373,10 @@ RUNNER_PROFILE_PROCESS = env_bool("RUNNER_PROFILE_PROCESS", True)
 # Off: every backend the device kind can run is offered untested (the tests' default, whose
 # runners start by the dozen; a cold C++ build alone takes half a minute).
 RUNNER_SELF_TEST = env_bool("RUNNER_SELF_TEST", True)
+# A GPU runner, as it starts, asks for a validation of each published problem its hardware has
+# none of (problems.curation.validations_missing_request): their measured peaks admit
+# evaluations beside each other; until then a problem is assumed to need UNKNOWN_PEAK_BYTES.
+RUNNER_VALIDATE_MISSING = env_bool("RUNNER_VALIDATE_MISSING", True)
 # Where the runners of this host keep each GPU's gate (its locks and memory ledger).
 RUNNER_GATE_DIR = Path(env("RUNNER_GATE_DIR", str(VAR_DIR / "gates")))
 

@@ -58,6 +58,22 @@ def validation_request(
     return validation
 
 
+def validations_missing_request(*, hardware: Hardware) -> list[Validation]:
+    """Queue a validation of each published problem's current reference that `hardware` has
+    none of (queued, running or finished): a runner calls it as it comes online, so that the
+    problems taking submissions there are measured on it (their peak memory is what admits
+    evaluations beside each other on a shared GPU, gpu_runner.sharing) before long. One that
+    failed is not asked for again (an admin decides what follows a finding). A CPU has nothing
+    to admit and runs the sample problems alone: it asks for none."""
+    if hardware.kind == Hardware.Kind.CPU:
+        return []
+    have = Validation.objects.filter(hardware=hardware).values("problem_version_id")
+    lacking = (Problem.objects.filter(status=Problem.Status.PUBLISHED,
+                                      current_version__isnull=False)
+               .exclude(current_version_id__in=have).order_by("level", "number"))
+    return [validation_request(problem=problem, hardware=hardware) for problem in lacking]
+
+
 def validation_settle(*, validation: Validation) -> None:
     """Move the problem on from a finished validation of its current version: a pass marks a
     draft validated; anything else holds a published problem until an admin decides (publish

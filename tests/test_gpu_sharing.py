@@ -114,3 +114,57 @@ def test_a_reverification_avoids_the_seed_of_a_run_made_before_one_alone(
         source_hash=submission.source_hash, verdict="correct", correct=True,
         seeds={"server": 11, "earlier_runs": [22]})
     assert services._seeds_used(submission) == {11, 22}
+
+
+def test_a_problem_never_validated_here_is_admitted_by_its_peak_validated_on_another_gpu(
+        user, relu_problem, h200, settings, tmp_path):
+    settings.RUNNER_EVALUATIONS_PER_GPU = 4
+    settings.RUNNER_GATE_DIR = tmp_path / "gates"
+    settings.RUNNER_PROFILE_PROCESS = False
+    h100 = Hardware.objects.create(slug="h100", name="NVIDIA H100", kind=Hardware.Kind.GPU,
+                                   memory_bytes=80 * GIB, gpu_count=1, backends=["torch"])
+    cpu = Hardware.objects.create(slug="cpu-x", name="CPU", kind=Hardware.Kind.CPU,
+                                  backends=["torch"])
+    submission = _submission(user, relu_problem, h200)
+    # A CPU's peak (host memory) says nothing of a GPU's: still the guess.
+    _validated(relu_problem, cpu, 1 * GIB)
+    assert build_job(submission)["memory_need_bytes"] == (EVALUATION_OVERHEAD_BYTES
+                                                          + 3 * UNKNOWN_PEAK_BYTES)
+    _validated(relu_problem, h100, 20 * GIB)
+    assert build_job(submission)["memory_need_bytes"] == EVALUATION_OVERHEAD_BYTES + 60 * GIB
+    # Once this hardware has its own figure, that one counts, smaller or not.
+    _validated(relu_problem, h200, 1 * GIB)
+    assert build_job(submission)["memory_need_bytes"] == EVALUATION_OVERHEAD_BYTES + 3 * GIB
+
+
+def test_a_gpu_runner_coming_online_asks_once_for_each_validation_its_hardware_lacks(
+        sample_problems, h200, django_capture_on_commit_callbacks):
+    from problems.curation import validations_missing_request
+    from problems.models import Problem
+
+    published = Problem.objects.filter(status=Problem.Status.PUBLISHED)
+    assert published.count() >= 2
+    done = published.first()
+    _validated(done, h200, 1 * GIB)
+    draft = published.last()
+    draft.status = Problem.Status.DRAFT
+    draft.save(update_fields=["status"])
+
+    with django_capture_on_commit_callbacks() as queued:
+        asked = validations_missing_request(hardware=h200)
+    wanted = set(published.exclude(pk=done.pk).values_list("current_version_id", flat=True))
+    assert {v.problem_version_id for v in asked} == wanted
+    assert draft.current_version_id not in wanted and len(queued) == len(asked)
+    # Asked for (queued), failed, or passed: none is asked for again.
+    asked[0].claim(runner_name="test-runner", lease_seconds=60)
+    asked[0].finish(runner_name="test-runner", findings=[], failed=True, error="it crashed")
+    assert validations_missing_request(hardware=h200) == []
+
+
+def test_a_cpu_runner_asks_for_no_validations(sample_problems):
+    from problems.curation import validations_missing_request
+
+    cpu = Hardware.objects.create(slug="cpu-y", name="CPU", kind=Hardware.Kind.CPU,
+                                  backends=["torch"])
+    assert validations_missing_request(hardware=cpu) == []
+    assert not Validation.objects.filter(hardware=cpu).exists()

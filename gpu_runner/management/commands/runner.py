@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from evaluation.services import hardware_register, runner_heartbeat
 from gpu_runner import leased
 from gpu_runner.detect import detect, self_tested
+from problems.curation import validations_missing_request
 
 
 def parse_devices(value: str | None, gpu_count: int) -> list[int | None]:
@@ -75,6 +76,10 @@ class Command(BaseCommand):
                                                log=self.stdout.write)
         slug = detected.pop("slug")
         hardware = hardware_register(slug=slug, **detected)
+        if settings.RUNNER_VALIDATE_MISSING:
+            asked = validations_missing_request(hardware=hardware)
+            if asked:
+                self.stdout.write(f"asked for {len(asked)} validation(s) this hardware lacks")
         devices = parse_devices(options.get("devices"), detected.get("gpu_count") or 0)
         host = socket.gethostname()
         base = f"{host}:{slug}:{os.getpid()}"
