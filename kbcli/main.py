@@ -165,6 +165,7 @@ def profile_text(profile: dict) -> str:
         rates = " · ".join(t for t in (side.get("bandwidth_text"), side.get("compute_text")) if t)
         parts.append(f"{side.get('label')}: {side.get('total_text')}"
                      + (f" ({rates})" if rates else "") + "\n"
+                     + (f"{side['scaled']}\n" if side.get("scaled") else "")
                      + table(rows, ["kernel", "calls", "device time", "share"]))
     return "\n\n".join(parts)
 

@@ -135,3 +135,45 @@ def test_the_harness_marks_the_kernels_the_source_names_and_their_shares():
     assert [r["own"] for r in rows] == [False, True]  # "relu" is no whole word of the GEMM's
     assert rows[0]["share"] == pytest.approx(0.9852, abs=1e-4) and rows[1]["calls"] == 1
     assert profile["reference"]["kernels"][0]["own"] is False
+
+
+def _profiled_beside_trials(evaluation, beside: bool):
+    # 19_ReLU on an H200 (issue 41): the profiling process's call beside the correctness
+    # trials saw 6,128.8 us of kernel time; the evaluation timed the kernel alone at 3.248 ms.
+    evaluation.profile = {"basis": PROFILE["basis"], "candidate": {
+        "device_total_us": 6128.8,
+        "kernels": [{"name": "relu_kernel(float const*, float*, long)", "own": True, "calls": 1,
+                     "device_us": 6128.8, "share": 1.0}]}}
+    evaluation.candidate_median_ms = 3.248
+    evaluation.static_report = {"checks": {
+        "cost": {"read_bytes_lower_bound": 6_442_450_944, "output_bytes": 6_442_450_944},
+        "profiler": {"beside_trials": beside, "process": "profiler"}}}
+    evaluation.save(update_fields=["profile", "candidate_median_ms", "static_report"])
+    return evaluation
+
+
+def test_a_profile_taken_beside_other_work_is_scaled_to_the_timed_median_and_says_so(
+        profiled, owner, client):
+    (candidate,) = profile_view(_profiled_beside_trials(profiled, True))["sides"]
+    assert candidate["device_total_us"] == pytest.approx(3248.0)
+    assert candidate["kernels"][0]["device_us"] == pytest.approx(3248.0)
+    assert candidate["measured_total_us"] == 6128.8
+    # 12.9 GB in 3.248 ms: 3.97 TB/s, 82.6% of 4.8 TB/s (Nsight Compute: 82.5%), not 43.8%.
+    assert candidate["bandwidth_of_peak"] == pytest.approx(0.826, abs=0.001)
+    assert "Scaled to the timed median" in candidate["scaled"] and "6,128.8" in candidate["scaled"]
+    client.force_login(owner)
+    html = client.get(f"/submissions/{profiled.submission_id}/").content.decode()
+    assert "Scaled to the timed median" in html and "3,248.0 µs" in html
+
+
+def test_a_profile_that_had_the_device_to_itself_is_shown_as_measured(profiled):
+    (candidate,) = profile_view(_profiled_beside_trials(profiled, False))["sides"]
+    assert candidate["device_total_us"] == 6128.8 and candidate["scaled"] == ""
+    assert candidate["bandwidth_of_peak"] == pytest.approx(0.438, abs=0.001)
+
+
+def test_kb_prints_that_a_profile_was_scaled(profiled):
+    from kbcli.main import profile_text
+
+    text = profile_text(profile_view(_profiled_beside_trials(profiled, True)))
+    assert "Scaled to the timed median" in text and "3,248.0 us" in text
