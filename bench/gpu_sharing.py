@@ -1,6 +1,8 @@
 """One GPU, many evaluations: throughput and warm latency before and after sharing, side by side.
 
     python3 bench/gpu_sharing.py --kernelbench .kernelbench [--copies 5] [--json PATH]
+    python3 bench/gpu_sharing.py --kernelbench .kernelbench --mix real --cold --copies 1 \
+        --timeout 1500     # issue 41: 62 kernels at KernelBench's real sizes, nothing ahead
 
 On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
 
@@ -16,7 +18,10 @@ scripts/runner_check.py (right and wrong CUDA, Triton and PyTorch kernels, `--co
 evaluations by default), all compiled ahead
 into the build cache, and reports evaluations per GPU-hour (from the first claim to the last
 finish); then submits `--latency` already compiled right kernels one at a time and reports the
-median warm latency (submitted -> stored). Last, the timing proof: each right kernel's candidate
+median warm latency (submitted -> stored). With `--mix real` the queue is real_mix() instead
+(twelve problems of 6 GiB tensors among them) and with `--cold` nothing is compiled ahead, each
+pass building into a cache of its own; the verdicts that differ between the two passes are
+listed (there should be none). Last, the timing proof: each right kernel's candidate
 median timed alone (before) against timed while other evaluations ran their untimed phases
 (after), and the spread of its repeated medians in each pass.
 """
@@ -35,12 +40,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from scripts.runner_check import LEVEL1_SET, guess_backend  # noqa: E402
+from scripts.runner_check import GPU_SET, LEVEL1_SET, guess_backend  # noqa: E402
 
 # --cpu: the plumbing only, on the sample problems (a CPU slot never shares its device).
 CPU_MIX = [("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"),
            ("level1/901_Small_ReLU.py", "tests/kernels/relu_wrong.py", "torch")]
 MIX = LEVEL1_SET
+
+
+def real_mix(folder: Path) -> list:
+    """--mix real: our own kernels at KernelBench's real sizes, levels 1 and 2: every elementwise
+    level-1 problem of 4096 x 393216 fp32 in CUDA, Triton and PyTorch, right and wrong
+    (bench/kernels/activations.py), the right and wrong kernels of gpu_kernels/ (matmuls, level 2
+    GEMMs with epilogues) and the ReLU kernels of bench/kernels/."""
+    from bench.kernels.activations import write_mix
+
+    own = [item for item in GPU_SET if "gpu_kernels/" in item[1]]
+    relu = list(dict.fromkeys(item for item in LEVEL1_SET if "bench/kernels/" in item[1]))
+    return write_mix(folder) + own + relu
 
 # "after" first: a run that a time limit cuts short still has the new figures.
 PASSES = {
@@ -188,6 +205,10 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
                 by_kernel.setdefault(kernel_of[e.submission_id], []).append(
                     e.candidate_median_ms)
         out["medians"] = by_kernel
+        verdicts: dict[str, list[str]] = {}
+        for e in sorted(evaluations, key=lambda e: e.submission_id):
+            verdicts.setdefault(kernel_of[e.submission_id], []).append(e.verdict)
+        out["verdict_of"] = verdicts
         out["timed"] = timed_windows(evaluations, kernel_of)
         if clocks is not None:
             samples = clocks.samples()
@@ -346,22 +367,33 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=400)
     parser.add_argument("--json")
     parser.add_argument("--cpu", action="store_true", help="the plumbing on the CPU runner")
+    parser.add_argument("--mix", choices=("level1", "real"), default="level1",
+                        help="real: our own kernels at KernelBench's real sizes (real_mix)")
+    parser.add_argument("--cold", action="store_true",
+                        help="nothing compiled ahead: each pass builds into a cache of its own")
     args = parser.parse_args()
     global MIX
+    var = Path(tempfile.mkdtemp(prefix="kbsite-sharing-"))
     if args.cpu:
         MIX, args.kernelbench = CPU_MIX, str(REPO / "problems" / "samples")
-    var = Path(tempfile.mkdtemp(prefix="kbsite-sharing-"))
+    elif args.mix == "real":
+        MIX = real_mix(var / "kernels")
     os.environ.setdefault("BUILD_CACHE_DIR", str(var / "builds"))
     hardware, user, problems = setup(var, Path(args.kernelbench))
+    print(f"mix: {len(MIX)} kernels on {len(problems)} problems, copies {args.copies}, "
+          f"{'cold' if args.cold else 'compiled ahead'}", flush=True)
 
-    from bench.eval_speed import precompile
+    if not args.cold:
+        from bench.eval_speed import precompile
 
-    precompile([(k, problems[p], (REPO / k).read_text()) for p, k, _ in MIX],
-               hardware_is_cpu=hardware.kind == "cpu", owner=f"user:{user.pk}")
+        precompile([(k, problems[p], (REPO / k).read_text()) for p, k, _ in MIX],
+                   hardware_is_cpu=hardware.kind == "cpu", owner=f"user:{user.pk}")
     results = {}
     for label, env in PASSES.items():
         if args.only and label != args.only:
             continue
+        if args.cold:
+            env = {**env, "BUILD_CACHE_DIR": str(var / f"builds-{label}")}
         started = time.monotonic()
         results[label] = run_pass(label, env, args, hardware, user, problems, var)
         r = results[label]
@@ -391,6 +423,13 @@ def main() -> int:
             f"{r['phases'].get(phase, 0):>12.2f}" for r in results.values()))
     if len(results) == 2:
         b, a = results["before"], results["after"]
+        differ = {k: (b["verdict_of"][k], a["verdict_of"][k])
+                  for k in sorted(set(b.get("verdict_of", {})) & set(a.get("verdict_of", {})))
+                  if sorted(b["verdict_of"][k]) != sorted(a["verdict_of"][k])}
+        print(f"\nverdicts that differ between the passes: {len(differ)} of "
+              f"{len(a.get('verdict_of', {}))} kernels")
+        for kernel, (alone, shared) in differ.items():
+            print(f"  {kernel}: one per GPU {alone}, shared {shared}")
         print("\nthroughput x{:.2f}, warm latency x{:.2f}".format(
             (a["per_gpu_hour"] or 0) / (b["per_gpu_hour"] or 1),
             (a["warm_latency_s"] or 0) / (b["warm_latency_s"] or 1)))

@@ -123,8 +123,12 @@ for section in $sections; do
                    | tee "$OUT/clock.log" ;;
         # One GPU shared by several evaluations (issue 22): the level 1 mix drained before and
         # after, side by side, on GPU 0 (bench/gpu_sharing.py; SHARING_COPIES, SHARING_ONLY,
-        # SHARING_LATENCY: the one-at-a-time evaluations of each pass).
+        # SHARING_LATENCY: the one-at-a-time evaluations of each pass; SHARING_MIX=real and
+        # SHARING_COLD=1: our kernels at KernelBench's real sizes, nothing compiled ahead, issue
+        # 41; SHARING_TIMEOUT: each drain's limit in seconds).
         sharing) python3 bench/gpu_sharing.py --kernelbench "$KB" --copies "${SHARING_COPIES:-5}" \
+                     --mix "${SHARING_MIX:-level1}" ${SHARING_COLD:+--cold} \
+                     --timeout "${SHARING_TIMEOUT:-400}" \
                      ${SHARING_ONLY:+--only "$SHARING_ONLY"} \
                      ${SHARING_LATENCY:+--latency "$SHARING_LATENCY"} --json "$OUT/sharing.json" \
                      2>&1 | tee "$OUT/sharing.log" ;;
