@@ -1,5 +1,6 @@
 """The sharing bench's own kernels for KernelBench's elementwise problems (bench/kernels/
-activations.py): right ones match the problem's reference, wrong ones do not, on small inputs.
+activations.py): right ones match the problem's reference, wrong ones do not, on small inputs
+(the references are KernelBench's, checked against its files where the problem set is at hand).
 The PyTorch ones run here; the Triton ones through Triton's interpreter in a process of their
 own (the interpreter is chosen at import); the CUDA ones' device code through nvcc (this host
 cannot run it: the GPU check does)."""
@@ -15,11 +16,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.kernels.activations import ACTIVATIONS, BACKENDS, kernel_source, write_mix
+from bench.kernels.activations import (
+    ACTIVATIONS,
+    BACKENDS,
+    kernel_source,
+    references,
+    write_mix,
+)
 from tests.conftest import KERNELBENCH, REPO
 
-pytestmark = pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(),
-                                reason="needs the KernelBench problem set")
+REFERENCES = references()
+needs_kernelbench = pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(),
+                                       reason="needs the KernelBench problem set")
 
 
 def _load(source: str, name: str):
@@ -38,6 +46,14 @@ def _small_input() -> torch.Tensor:
     return torch.cat([torch.rand(4, 63), -torch.rand(1, 63)])
 
 
+@needs_kernelbench
+@pytest.mark.parametrize("problem", list(ACTIVATIONS))
+def test_each_reference_here_is_the_kernelbench_problems_at_its_real_size(problem):
+    x = _small_input()
+    torch.testing.assert_close(REFERENCES[problem](x), _reference(problem)(x))
+    assert "393216" in (KERNELBENCH / problem).read_text()  # 6 GiB a tensor
+
+
 def test_the_mix_covers_every_problem_in_each_backend_with_one_wrong_kernel_each(tmp_path):
     mix = write_mix(tmp_path)
     assert len(mix) == 4 * len(ACTIVATIONS) and len(ACTIVATIONS) >= 8
@@ -46,13 +62,13 @@ def test_the_mix_covers_every_problem_in_each_backend_with_one_wrong_kernel_each
         kernels = [Path(k).name for p, k, _ in mix if p == problem]
         assert sorted(b for p, _, b in mix if p == problem) == sorted([*BACKENDS, "triton"])
         assert sum("wrong" in k for k in kernels) == 1
-        assert "393216" in (KERNELBENCH / problem).read_text()  # the real, 6 GiB sizes
+    assert set(REFERENCES) == set(ACTIVATIONS)
 
 
 @pytest.mark.parametrize("problem", list(ACTIVATIONS))
 def test_the_pytorch_kernels_are_right_and_the_wrong_ones_wrong(problem):
     x = _small_input()
-    expected = _reference(problem)(x)
+    expected = REFERENCES[problem](x)
     right = _load(kernel_source(problem, "torch"), "right")["ModelNew"](1.0)
     wrong = _load(kernel_source(problem, "torch", wrong=True), "wrong")["ModelNew"]()
     torch.testing.assert_close(right(x), expected, atol=1e-5, rtol=1e-5)
@@ -61,14 +77,12 @@ def test_the_pytorch_kernels_are_right_and_the_wrong_ones_wrong(problem):
 
 _INTERPRETED = """
 import json, sys, torch
-from bench.kernels.activations import ACTIVATIONS, kernel_source
+from bench.kernels.activations import ACTIVATIONS, kernel_source, references
+REFERENCES = references()
 out = {}
 for problem in ACTIVATIONS:
-    scope = {"__name__": "k"}
-    ref = {"__name__": "r"}
-    exec(open(sys.argv[1] + "/" + problem).read(), ref)
     x = torch.cat([torch.rand(4, 63), -torch.rand(1, 63)])
-    expected = ref["Model"](*ref["get_init_inputs"]())(x)
+    expected = REFERENCES[problem](x)
     errors = []
     for wrong, block in ((False, 4096), (True, 4096), (False, 1024)):
         scope = {"__name__": "k"}
@@ -82,7 +96,7 @@ print(json.dumps(out))
 
 def test_the_triton_kernels_are_right_and_the_wrong_ones_wrong_in_the_interpreter():
     """Needs a process of its own: Triton reads TRITON_INTERPRET when it is imported."""
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED, str(KERNELBENCH)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-c", _INTERPRETED], cwd=REPO,
                           env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

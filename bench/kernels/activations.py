@@ -149,6 +149,28 @@ def kernel_source(problem_file: str, backend: str, *, wrong: bool = False,
     return source.replace("4096", str(block)) if backend == "triton" else source
 
 
+def references() -> dict:
+    """Each problem's reference as KernelBench's Model computes it, a function of the input
+    (tests/test_activation_kernels.py holds them to the problem files)."""
+    import torch
+
+    f = torch.nn.functional
+    return {
+        "level1/19_ReLU.py": torch.relu,
+        "level1/20_LeakyReLU.py": lambda x: f.leaky_relu(x, negative_slope=0.01),
+        "level1/21_Sigmoid.py": torch.sigmoid,
+        "level1/22_Tanh.py": torch.tanh,
+        "level1/25_Swish.py": lambda x: x * torch.sigmoid(x),
+        "level1/26_GELU_.py": f.gelu,
+        "level1/27_SELU_.py": torch.selu,
+        "level1/28_HardSigmoid.py": f.hardsigmoid,
+        "level1/29_Softplus.py": f.softplus,
+        "level1/30_Softsign.py": lambda x: x / (1 + torch.abs(x)),
+        "level1/31_ELU.py": lambda x: f.elu(x, alpha=1.0),
+        "level1/32_HardTanh.py": lambda x: f.hardtanh(x, min_val=-1.0, max_val=1.0),
+    }
+
+
 def wrong_backend(index: int) -> str:
     """The backend whose kernel is wrong for the index-th problem: each in turn."""
     return BACKENDS[index % len(BACKENDS)]
