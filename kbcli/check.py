@@ -173,7 +173,7 @@ def report(result: Result, *, problem: str, file: str, job: Job) -> dict[str, An
     notes, the diagnosis of the failed trial."""
     candidate, reference = result.get("candidate") or {}, result.get("reference") or {}
     flags = result.get("flags") or []
-    return {
+    data = {
         "problem": problem,
         "file": file,
         "backend": job["backend"],
@@ -199,6 +199,24 @@ def report(result: Result, *, problem: str, file: str, job: Job) -> dict[str, An
         "environment": result.get("environment") or {},
         "evaluator_version": result.get("evaluator_version"),
     }
+    data["hint"] = hint(data)
+    return data
+
+
+# KernelBench's largest level-1 inputs are 6 GiB a tensor: on a CPU they outgrow the sandbox's
+# memory, and the process is killed while it makes or loads them.
+_MEMORY_HINT = ("the problem's tensors may not fit the memory this machine's sandbox allows "
+                "(KernelBench's largest level-1 inputs are 6 GiB each): check it on a GPU "
+                "(--device cuda), or check the kernel against a smaller reference file")
+
+
+def hint(data: dict[str, Any]) -> str:
+    """What to try next after a failure whose cause is this machine, not the kernel."""
+    error = data["error"].lower()
+    if data["device"] == "cpu" and data["verdict"] in ("runtime_error", "out_of_memory") and (
+            "sigkill" in error or "out of memory" in error):
+        return _MEMORY_HINT
+    return ""
 
 
 def exit_code(data: dict[str, Any]) -> int:
@@ -262,6 +280,8 @@ def summary(data: dict[str, Any]) -> str:
     rows += [("note", f"{note['name']}: {note['text']}") for note in data["notes"]]
     if data["error"]:
         rows.append(("error", data["error"]))
+    if data.get("hint"):
+        rows.append(("hint", data["hint"]))
     if data["diagnosis"]:
         lines = diagnosis_lines(data["diagnosis"])
         rows += [("diagnosis" if i == 0 else "", line) for i, line in enumerate(lines)]

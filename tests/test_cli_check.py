@@ -174,3 +174,15 @@ def test_a_note_keeps_a_correct_kernel_passing_and_an_exploit_flag_fails_it():
     assert check.summary(flagged).startswith(
         "Check of k.py: correct, flagged (the site keeps it off the boards)\n")
     assert "  exploits   background_thread" in check.summary(flagged)
+
+
+def test_a_check_killed_for_memory_on_the_cpu_suggests_a_gpu_or_a_smaller_problem():
+    # What `kb check` of KernelBench's level1/19_ReLU (6 GiB inputs) said on a CPU after 81 s.
+    killed = _report(verdict="runtime_error", correct=False,
+                     error="crashed: SIGKILL during start (killed: out of memory or an external "
+                           "limit)")
+    assert killed["device"] == "cpu" and "--device cuda" in killed["hint"]  # --json has it
+    assert "  hint       the problem's tensors may not fit" in check.summary(killed)
+    assert "--device cuda" in check.summary(killed)
+    wrong = _report(verdict="runtime_error", correct=False, error="ValueError: shapes differ")
+    assert "hint" not in check.summary(wrong)
