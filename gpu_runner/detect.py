@@ -94,7 +94,8 @@ def detect(slug: str | None = None) -> dict:
             "cuda_version": torch.version.cuda or "",
             "peak_bandwidth_gbs": peaks.get("bandwidth_gbs"),
             "peak_tflops": peaks.get("tflops", {}),
-            "backends": ["cuda", "triton", "torch"],
+            # The self-test leaves out what cannot run here, saying why (Helion, not installed).
+            "backends": ["cuda", "triton", "torch", "helion"],
         }
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -28,6 +28,7 @@ class Submission(models.Model):
         TRITON = "triton"
         TORCH = "torch"
         CPP = "cpp"
+        HELION = "helion"
 
     class ReverificationState(models.TextChoices):
         NONE = "", "not re-verified"

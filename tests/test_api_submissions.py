@@ -185,6 +185,28 @@ def test_it_rejects_unknown_choices_with_the_allowed_values(
     assert nothing_stored()
 
 
+def test_helion_is_taken_only_for_hardware_that_serves_it(api, ready):
+    from evaluation.services import hardware_register
+
+    # The CPU hardware never lists Helion (a GPU-only backend): refused, with what it runs.
+    response = post(api, payload(backend="helion"))
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "unknown_backend" and "helion" not in body["allowed"]
+    assert "torch" in body["allowed"] and nothing_stored()
+    # A GPU whose runner's self-test passed Helion takes it; one whose did not, refuses it.
+    hardware_register(slug="h200", name="NVIDIA H200", kind="gpu",
+                      backends=["cuda", "triton", "torch", "helion"])
+    hardware_register(slug="h100", name="NVIDIA H100", kind="gpu",
+                      backends=["cuda", "triton", "torch"])
+    refused = post(api, payload(backend="helion", hardware="h100"))
+    assert refused.status_code == 400 and refused.json()["code"] == "unknown_backend"
+    accepted = post(api, payload(backend="helion", hardware="h200"))
+    assert accepted.status_code == 202, accepted.json()
+    submission = Submission.objects.get()
+    assert (submission.backend, submission.hardware.slug) == ("helion", "h200")
+
+
 def test_it_rejects_missing_fields_and_says_which(api, ready):
     response = post(api, {"level": 1, "number": 901})
     assert response.status_code == 400

@@ -100,3 +100,123 @@ def test_a_backend_whose_package_is_missing_or_whose_kernel_fails_is_not_offered
     # The self-test's build is its own owner's, never a user's, and nothing is timed.
     assert [(j["backend"], j["build_owner"], j["measure"]) for j in jobs] == [
         ("cpp", "runner-self-test", False)]
+
+
+# ---- Helion: PyTorch-like kernels over tiles, compiled to Triton on a GPU ----------------------
+
+def test_helion_is_a_gpu_backend_whose_kernels_are_checked_in_the_triton_cache():
+    helion = backends.get("helion")
+    assert "helion" in backends.NAMES and LABELS["helion"] == "Helion"
+    assert helion.gpu_only and not helion.runs_on("cpu") and helion.runs_on("cuda")
+    assert helion.packages == ("torch", "triton", "helion")
+    assert (helion.own_kernels, helion.evidence) == (("helion",), "triton")
+    # `@helion.kernel def f` runs as the Triton kernel `_helion_f`.
+    assert helion.device_kernel_names({"helion": ["f"], "triton": ["g"]}) == ["_helion_f"]
+    assert backends.get("triton").device_kernel_names({"helion": ["f"], "triton": ["g"]}) == ["g"]
+
+
+def test_the_helion_starter_pins_its_config_and_is_the_backends_own_kernel():
+    from evaluator.backends.starters import starter_file
+    from evaluator.runner.selftest import REFERENCE
+
+    source = starter_file(REFERENCE, "helion", slug="level1/19_ReLU")
+    ast.parse(source)
+    # One config given: Helion compiles it and autotunes nothing.
+    assert "@helion.kernel(config=helion.Config(block_sizes=[1024], num_warps=4))" in source
+    assert "for tile in hl.tile(x.size(0)):" in source and "view(-1)" in source
+    report = analyze(source, reference_source=REFERENCE, backend="helion")
+    assert report["kernels"]["helion"] == ["pass_through_kernel"]
+    assert report["kernels"]["triton"] == []
+    assert not [f for f in report["findings"] if f["pattern"] == "backend"], report["findings"]
+
+
+def test_a_cpu_host_never_offers_helion():
+    from gpu_runner.detect import detect, self_tested
+
+    assert "helion" not in detect("cpu")["backends"]
+
+    jobs: list[str] = []
+
+    def run(job: dict) -> dict:
+        jobs.append(job["backend"])
+        return {"verdict": "correct"}
+
+    lines: list[str] = []
+    served = self_tested({"kind": "cpu", "backends": ["torch", "helion"]}, build_dir=None,
+                         log=lines.append, run=run)
+    assert served == ["torch"] and jobs == ["torch"]  # nothing of Helion's is run
+    assert "self-test: helion not offered: it needs a CUDA device" in lines
+
+
+def test_a_gpu_runner_without_helion_installed_offers_the_rest_and_says_why(monkeypatch):
+    import importlib.util
+
+    from gpu_runner.detect import self_tested
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "helion" else real_find_spec(name, *a))
+    jobs: list[str] = []
+
+    def run(job: dict) -> dict:
+        jobs.append(job["backend"])
+        return {"verdict": "correct"}
+
+    lines: list[str] = []
+    served = self_tested({"kind": "gpu", "backends": ["cuda", "triton", "torch", "helion"]},
+                         build_dir=None, log=lines.append, run=run)
+    assert served == ["cuda", "triton", "torch"] and jobs == ["cuda", "triton", "torch"]
+    assert lines[-1] == "self-test: helion not offered: helion is not installed"
+
+
+def test_a_call_of_the_candidates_helion_kernel_counts_as_its_own_in_the_profiled_call(
+    tmp_path, monkeypatch
+):
+    """Helion writes the Triton kernel it generates outside the candidate's folder, so the
+    worker's probe counts the call of the helion.Kernel whose function is the candidate's."""
+    import sys
+    import types
+
+    from evaluator.worker.probe import OwnCodeProfile
+
+    class Kernel:  # helion.runtime.kernel.Kernel's shape: the decorated function as `fn`
+        def __init__(self, fn):
+            self.fn = fn
+
+        def __call__(self, *args):
+            return self.fn(*args)
+
+    # No extension of the candidate's here (and the test process's gc holds dead weak proxies).
+    monkeypatch.setattr(OwnCodeProfile, "_extension_functions", lambda self: (set(), set()))
+    module = types.ModuleType("helion.runtime.kernel")
+    module.Kernel = Kernel
+    monkeypatch.setitem(sys.modules, "helion.runtime.kernel", module)
+    candidate, elsewhere = {}, {}
+    exec(compile("def double(x):\n    return 2 * x\n", str(tmp_path / "candidate.py"), "exec"),
+         candidate)
+    exec(compile("def triple(x):\n    return 3 * x\n", "/elsewhere/lib.py", "exec"), elsewhere)
+    own = OwnCodeProfile(str(tmp_path))
+    sys.setprofile(own.hook)
+    try:
+        results = Kernel(candidate["double"])(3), Kernel(elsewhere["triple"])(3)
+    finally:
+        sys.setprofile(None)
+    assert results == (6, 9)
+    assert (own.calls, own.names) == (1, {"double"})
+
+
+def test_the_triton_evidence_finds_a_helion_kernel_under_its_generated_name(tmp_path):
+    from evaluator.judge.evidence import triton_evidence
+
+    def check(prefix: str) -> dict:
+        return triton_evidence(["copy"], source_kernels=["copy"], build_root=tmp_path,
+                               on_gpu=True, prefix=prefix)
+
+    assert check("_helion_")["missing"] == (
+        "no compiled artifact of the reported kernels in the slot")
+    (tmp_path / "triton" / "KEY").mkdir(parents=True)
+    (tmp_path / "triton" / "KEY" / "_helion_copy.cubin").write_bytes(b"\0")
+    helion = check("_helion_")
+    assert helion["ok"] and helion["compiled"] == ["copy"]
+    # A @triton.jit kernel `copy` is not compiled as `_helion_copy`.
+    assert not check("")["ok"]

@@ -29,7 +29,8 @@ def fresh_throttles():
 def test_every_backend_renders_valid_python_defining_model_new_for_every_sample(
     sample_problems,
 ):
-    marks = {"cuda": "cuda_sources=", "cpp": "load_inline(", "triton": "@triton.jit", "torch": ""}
+    marks = {"cuda": "cuda_sources=", "cpp": "load_inline(", "triton": "@triton.jit", "torch": "",
+             "helion": "@helion.kernel(config=helion.Config("}
     for problem in sample_problems.values():
         for backend in BACKENDS:
             source = starter_source(problem=problem, backend=backend)
@@ -88,6 +89,22 @@ def test_the_submit_page_starts_from_the_chosen_backends_starter_where_the_hardw
     page = client.get("/submissions/new/", {"problem": RELU, "backend": "triton"}).content.decode()
     assert f"# A Triton starter for {RELU}" in page
     assert '<option value="triton" selected>Triton</option>' in page
-    # The CPU runs no CUDA: neither offered nor started from.
-    page = client.get("/submissions/new/", {"problem": RELU, "backend": "cuda"}).content.decode()
-    assert "starter for" not in page and 'value="cuda"' not in page
+    # The CPU runs no CUDA and no Helion: neither offered nor started from.
+    for gpu_only in ("cuda", "helion"):
+        page = client.get("/submissions/new/",
+                          {"problem": RELU, "backend": gpu_only}).content.decode()
+        assert "starter for" not in page and f'value="{gpu_only}"' not in page
+
+
+def test_the_submit_page_offers_helion_and_its_starter_where_a_gpu_serves_it(
+    client, user, sample_problems, cpu_hardware
+):
+    from evaluation.services import hardware_register
+
+    hardware_register(slug="h200", name="NVIDIA H200", kind="gpu",
+                      backends=["cuda", "triton", "torch", "helion"])
+    client.force_login(user)
+    page = client.get("/submissions/new/", {"problem": RELU, "backend": "helion"}).content.decode()
+    assert f"# A Helion starter for {RELU}" in page
+    assert '<option value="helion" selected>Helion</option>' in page
+    assert "h200 runs CUDA, Triton, PyTorch, Helion" in page

@@ -11,7 +11,9 @@ this package and one line in BACKENDS:
 - its evidence: which of the static report's kernel lists are its own kernels (`own_kernels`,
   empty for plain PyTorch, which claims none), and how the judge checks from outside the
   candidate's process that they were built and ran (`evidence`: "extension" reads the built
-  library and the worker's mapped files, "triton" the kernel cache; see judge/evidence.py);
+  library and the worker's mapped files, "triton" the kernel cache; see judge/evidence.py),
+  and, for a language compiled to another one's kernels, the prefix its compiler gives the
+  device kernel made from a source kernel (`kernel_prefix`: Helion's `_helion_`);
 - its starter: an elementwise kernel that copies its input (`starter_kernel`, a template with
   `{name}` for the extension's name), which the site wraps around the problem's reference.
 
@@ -39,6 +41,7 @@ class Backend:
     cpu_env: Mapping[str, str] = field(default_factory=dict)
     own_kernels: tuple[str, ...] = ()  # keys of the static report's "kernels"
     evidence: str | None = None  # "extension" or "triton" (judge/evidence.py)
+    kernel_prefix: str = ""  # a device kernel's name is this + its source kernel's name
     starter_kernel: str | None = None
 
     @property
@@ -50,14 +53,19 @@ class Backend:
         """This backend's own kernels among what the static report found in a source."""
         return [str(n) for key in self.own_kernels for n in static_kernels.get(key) or []]
 
+    def device_kernel_names(self, static_kernels: Mapping[str, list[str]]) -> list[str]:
+        """The names its own kernels have once compiled (the profiler's, the kernel cache's)."""
+        return [self.kernel_prefix + n for n in self.kernel_names(static_kernels)]
+
     def runs_on(self, device: str) -> bool:
         return device != "cpu" or not self.gpu_only
 
 
 def _all() -> dict[str, Backend]:
-    from evaluator.backends import cpp, cuda, pytorch, triton
+    from evaluator.backends import cpp, cuda, helion, pytorch, triton
 
-    return {b.name: b for b in (cuda.BACKEND, triton.BACKEND, cpp.BACKEND, pytorch.BACKEND)}
+    return {b.name: b for b in (cuda.BACKEND, triton.BACKEND, cpp.BACKEND, pytorch.BACKEND,
+                                helion.BACKEND)}
 
 
 BACKENDS: dict[str, Backend] = _all()

@@ -119,19 +119,22 @@ def extension_evidence(reported: list[str], *, worker_pid: int | None, build_roo
 
 
 def triton_evidence(reported: list[str], *, source_kernels: list[str], build_root: Path,
-                    on_gpu: bool) -> dict[str, Any]:
-    """Whether the reported Triton kernels are the source's, compiled in the slot on a GPU."""
+                    on_gpu: bool, prefix: str = "") -> dict[str, Any]:
+    """Whether the reported Triton kernels are the source's, compiled in the slot on a GPU.
+    `prefix`: what a compiler that writes the Triton kernel puts before the source kernel's
+    name (Helion compiles `@helion.kernel def f` to the Triton kernel `_helion_f`)."""
     report: dict[str, Any] = {"kind": "triton", "reported": reported[:20],
                               "source_kernels": source_kernels[:20]}
     ours = [n for n in reported if n in source_kernels]
     report["named"] = ours
     if not ours:
-        report["missing"] = "the reported kernels are not @triton.jit functions of the source"
+        report["missing"] = ("the reported kernels are not @triton.jit (or @helion.kernel) "
+                             "functions of the source")
     elif on_gpu:
         cache = build_root / "triton"
         compiled = {p.stem for p in cache.rglob("*") if p.suffix in (".cubin", ".json")
                     } if cache.is_dir() else set()
-        report["compiled"] = sorted(n for n in ours if n in compiled)
+        report["compiled"] = sorted(n for n in ours if prefix + n in compiled)
         if not report["compiled"]:
             report["missing"] = "no compiled artifact of the reported kernels in the slot"
     report["ok"] = "missing" not in report

@@ -89,6 +89,9 @@ class ProfiledPhases:
             return
         kernels = (self.result.get("static_report") or {}).get("kernels") or {}
         names = [str(n) for n in (kernels.get("cuda") or []) + (kernels.get("triton") or [])]
+        # Kernels a compiler names after the source's (Helion's `_helion_NAME`).
+        names += [n for b in backends.BACKENDS.values() if b.kernel_prefix
+                  for n in b.device_kernel_names(kernels)]
         if on_gpu:
             self.result["profile"] = exploits.kernel_profile(reply, names)
         if not backend.claims_kernels:
@@ -133,11 +136,11 @@ class ProfiledPhases:
                     reported, worker_pid=handle.proc.pid, build_root=Path(build),
                     sandbox_root=handle.build_dir)
             if backend.evidence == "triton":
-                names = [n for n in (kernels.get("triton") or [])
-                         if any(n == r or n in r for r in reported)]
+                source = backend.kernel_names(kernels)  # @triton.jit, or Helion's kernels
+                names = [n for n in source if any(n == r or n in r for r in reported)]
                 return evidence.triton_evidence(
-                    names or reported, source_kernels=list(kernels.get("triton") or []),
-                    build_root=Path(build), on_gpu=on_gpu)
+                    names or reported, source_kernels=source, build_root=Path(build),
+                    on_gpu=on_gpu, prefix=backend.kernel_prefix)
         except Exception as exc:  # the evidence could not be read: say so, decide nothing
             return {"ok": True, "error": f"{type(exc).__name__}: {exc}"[:300]}
         return {"ok": True}

@@ -171,6 +171,9 @@ _GLOBAL_KERNEL = re.compile(
 )
 _TRITON_DECORATORS = ("triton.jit", "jit", "triton.autotune", "autotune", "triton.heuristics",
                       "heuristics")
+# Helion's kernel decorator (`jit` is its alias), bare or called with a config.
+_HELION_DECORATORS = ("helion.kernel", "helion.jit", "helion.runtime.kernel",
+                      "helion.runtime.kernel.kernel")
 _PATCHABLE_ROOTS = ("torch", "time", "evaluator", "evaluation", "sys", "builtins", "gc", "os",
                     "statistics", "triton", "numpy", "math", "random")
 
@@ -193,6 +196,7 @@ class _Visitor(ast.NodeVisitor):
         self.calls: dict[str, int] = {}
         self.findings: dict[tuple[str, str], dict[str, Any]] = {}
         self.triton_kernels: list[str] = []
+        self.helion_kernels: list[str] = []
         self.functions: dict[str, int] = {}
         self.loaded_names: dict[str, int] = {}
         self.strings: list[tuple[str, int]] = []
@@ -334,9 +338,14 @@ class _Visitor(ast.NodeVisitor):
         for dec in node.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
             name = _dotted(target)
-            triton_decorated = name is not None and (
-                name in _TRITON_DECORATORS or self.resolve(name).startswith("triton."))
-            if triton_decorated and node.name not in self.triton_kernels:
+            if name is None:
+                continue
+            full = self.resolve(name)
+            if full in _HELION_DECORATORS:
+                if node.name not in self.helion_kernels:
+                    self.helion_kernels.append(node.name)
+            elif (name in _TRITON_DECORATORS or full.startswith("triton.")) and (
+                    node.name not in self.triton_kernels):
                 self.triton_kernels.append(node.name)
         if node.name in ("__torch_function__", "__torch_dispatch__"):
             self.add(node.name, f"defines {node.name}", node.lineno, "high", "lazy outputs")
@@ -420,6 +429,7 @@ def _kernel_usage(v: _Visitor) -> dict[str, Any]:
             if m.group(1) not in cuda_kernels:
                 cuda_kernels.append(m.group(1))
     unreferenced = [k for k in v.triton_kernels if not v.loaded_names.get(k)]
+    helion_unreferenced = [k for k in v.helion_kernels if not v.loaded_names.get(k)]
     exported = list(dict.fromkeys(v.load_inline_functions))
     uncalled_exports = [f for f in exported if not any(
         name.endswith("." + f) or name == f for name in v.calls
@@ -427,8 +437,10 @@ def _kernel_usage(v: _Visitor) -> dict[str, Any]:
     return {
         "cuda": cuda_kernels,
         "triton": list(v.triton_kernels),
+        "helion": list(v.helion_kernels),
         "load_inline_functions": exported,
         "triton_never_referenced": unreferenced,
+        "helion_never_referenced": helion_unreferenced,
         "load_inline_functions_never_called": uncalled_exports,
     }
 
@@ -456,9 +468,10 @@ def analyze(source: str, *, reference_source: str | None = None,
         if not claimed.kernel_names(kernels):
             v.add("backend", f"claims {backend} but defines no {backend} kernel", 1, "high",
                   "pytorch fallback")
-        for name in kernels["triton_never_referenced"]:
-            v.add("backend", f"triton kernel {name} is never referenced", v.functions.get(
-                name, 1), "high", "pytorch fallback")
+        for lang in ("triton", "helion"):
+            for name in kernels[f"{lang}_never_referenced"]:
+                v.add("backend", f"{lang} kernel {name} is never referenced", v.functions.get(
+                    name, 1), "high", "pytorch fallback")
         for name in kernels["load_inline_functions_never_called"]:
             v.add("backend", f"extension function {name} is never called", 1, "medium",
                   "pytorch fallback")

@@ -187,8 +187,9 @@ def _poison(spec: Any, device: str) -> None:
 
 class OwnCodeProfile:
     """sys.setprofile hook: calls into the candidate's own compiled extensions (C functions whose
-    module is a shared object outside the Python installation) and Triton launches of kernels
-    defined in the candidate's files; counts them and the host time spent inside."""
+    module is a shared object outside the Python installation), Triton launches of kernels
+    defined in the candidate's files and calls of its Helion kernels (whose Triton kernels are
+    generated into another folder); counts them and the host time spent inside."""
 
     def __init__(self, candidate_prefix: str):
         self.prefix = candidate_prefix
@@ -199,6 +200,10 @@ class OwnCodeProfile:
         self.frames: set[int] = set()
         self.names: set[str] = set()
         self.own_ids, self.own_modules = self._extension_functions()
+        # helion.Kernel.__call__, if the candidate's code imported Helion (never imported here).
+        kernel_class = getattr(sys.modules.get("helion.runtime.kernel"), "Kernel", None)
+        call = vars(kernel_class).get("__call__") if isinstance(kernel_class, type) else None
+        self.helion_call = getattr(call, "__code__", None)
 
     def _extension_functions(self) -> tuple[set[int], set[str]]:
         """The functions of shared objects the candidate built: load_inline puts them under
@@ -257,7 +262,8 @@ class OwnCodeProfile:
             if id(arg) in self.frames and self.depth:
                 self._leave()
         elif event == "call":
-            if frame.f_code.co_name == "run" and self._own_triton(frame):
+            code = frame.f_code
+            if (code.co_name == "run" or code is self.helion_call) and self._own_triton(frame):
                 self.frames.add(id(frame))
                 obj = frame.f_locals.get("self")
                 self._enter(getattr(getattr(obj, "fn", None), "__name__", "triton kernel"))
