@@ -150,8 +150,9 @@ for section in $sections; do
                  done ;;
         # The site's starter kernels (evaluator/backends/starters.py) for CUDA, Triton and
         # PyTorch, through `kb check` on this GPU: each must come out correct, first and warm.
+        # STARTER_BACKENDS="cuda triton torch helion" adds Helion where its wheel was carried.
         starters) for slug in ${STARTER_PROBLEMS:-level1/19_ReLU level2/76_Gemm_Add_ReLU}; do
-                      for backend in cuda triton torch; do
+                      for backend in ${STARTER_BACKENDS:-cuda triton torch}; do
                           file="$OUT/starter_${backend}_${slug//\//_}.py"
                           python3 -c 'import sys; from evaluator.backends.starters import starter_file
 print(starter_file(open(sys.argv[1]).read(), sys.argv[2], slug=sys.argv[3]))' \
