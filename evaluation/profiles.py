@@ -91,26 +91,26 @@ def profile_view(evaluation, *, ncu_kernels: list[dict] | None = None) -> dict[s
         scale = shared_call_scale(data, medians[key], beside)
         kernels = [{**k, "time": _us(k.get("device_us")), "share_text": _pct(k.get("share"))}
                    for k in data["kernels"]]
-        scaled = ""
+        total_us, scaled = measured_us, ""
         if scale is not None:
             for kernel in kernels:
                 if kernel.get("device_us") is not None:
                     kernel["device_us"] = round(float(kernel["device_us"]) * scale, 3)
                     kernel["time"] = _us(kernel["device_us"])
-            data = {**data, "device_total_us": round(float(measured_us) * scale, 3)}
+            total_us = round(float(measured_us) * scale, 3)
             scaled = (f"Scaled to the timed median: the profiled call ran beside other work on "
                       f"the device, and its kernels took {_us(measured_us)} in all there.")
-        seconds = float(data.get("device_total_us") or 0.0) / 1e6
+        seconds = float(total_us or 0.0) / 1e6
         bandwidth = _rate(moved, seconds, peak_bw)
         compute = _rate(flops, seconds, peak_flops)
         sides.append({
             "key": key,
             "label": label,
             "kernels": kernels,
-            "device_total_us": data.get("device_total_us"),
+            "device_total_us": total_us,
             "measured_total_us": measured_us,
             "scaled": scaled,
-            "total_text": _us(data.get("device_total_us")),
+            "total_text": _us(total_us),
             "bandwidth_text": rate_text(bandwidth.get("achieved"), bandwidth.get("of_peak"),
                                         "GB/s", 1e9),
             "compute_text": rate_text(compute.get("achieved"), compute.get("of_peak"),

@@ -76,14 +76,20 @@ def test_a_runner_offers_only_the_backends_its_self_test_passes_through_the_sand
     assert "self-test: cuda not offered: it needs a CUDA device" in lines
 
 
-def test_a_backend_whose_package_is_missing_or_whose_kernel_fails_is_not_offered(monkeypatch):
+def _hide_package(monkeypatch, package: str) -> None:
+    """As on a runner where `package` is not installed: its import spec is not found."""
     import importlib.util
-
-    from gpu_runner.detect import self_tested
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "triton" else real_find_spec(name, *a))
+                        lambda name, *a: None if name == package else real_find_spec(name, *a))
+
+
+def test_a_backend_whose_package_is_missing_or_whose_kernel_fails_is_not_offered(monkeypatch):
+
+    from gpu_runner.detect import self_tested
+
+    _hide_package(monkeypatch, "triton")
     jobs: list[dict] = []
 
     def run(job: dict) -> dict:
@@ -149,13 +155,10 @@ def test_a_cpu_host_never_offers_helion():
 
 
 def test_a_gpu_runner_without_helion_installed_offers_the_rest_and_says_why(monkeypatch):
-    import importlib.util
 
     from gpu_runner.detect import self_tested
 
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "helion" else real_find_spec(name, *a))
+    _hide_package(monkeypatch, "helion")
     jobs: list[str] = []
 
     def run(job: dict) -> dict:
