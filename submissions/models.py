@@ -249,6 +249,14 @@ class Evaluation(models.Model):
         return flag_kinds.described_notes(self.flags, (self.static_report or {}).get("checks"))
 
     @property
+    def device_seen(self) -> str | None:
+        """What the GPU driver saw of the device during the timing window that counted, in
+        words (clocks, power, other processes); None where it was not sampled."""
+        from evaluator.judge.provenance import describe
+
+        return describe(((self.static_report or {}).get("timing") or {}).get("device_seen"))
+
+    @property
     def backend_share(self) -> str | None:
         """The own kernels' share of the profiled call, in words, where it was measured."""
         checks = (self.static_report or {}).get("checks") or {}

@@ -158,6 +158,24 @@ def test_the_page_shows_verdict_trials_timing_and_compiler_output(
     assert "trial 1: max diff 0.5" in page
 
 
+def test_the_page_says_what_the_gpu_driver_saw_while_it_was_timed(
+    client, user, relu_problem, cpu_hardware
+):
+    seen = {"sampled": True, "comparable": True, "others": [{"pid": 4242, "sm_util_pct": 60}],
+            "start": {"sm_clock_mhz": 1980, "temperature_c": 40},
+            "end": {"sm_clock_mhz": 1980, "temperature_c": 43}}
+    submission = make(user, relu_problem, cpu_hardware)
+    finish(submission, static_report={"timing": {"device_seen": seen}})
+    page = client.get(f"/submissions/{submission.pk}/").content.decode()
+    line = re.search(r'<p class="muted" id="device-seen">(.*?)</p>', page).group(1)
+    assert "SM clock 1980 MHz" in line and "temperature 40 to 43 °C" in line
+    assert "1 other process used it" in line and "4242" not in page
+    # Nothing sampled (a CPU, or no NVML): no line at all.
+    other = make(user, relu_problem, cpu_hardware)
+    finish(other, static_report={"timing": {"device_seen": {"sampled": False, "why": "a CPU"}}})
+    assert 'id="device-seen"' not in client.get(f"/submissions/{other.pk}/").content.decode()
+
+
 def test_others_see_the_verdict_but_not_the_logs_of_a_private_problem(
     stranger_client, user, relu_problem, cpu_hardware
 ):
