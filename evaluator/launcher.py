@@ -30,6 +30,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from evaluator.backends import CACHE_ENV
+
 JAIL_ENV = "KB_JAIL"  # the judge's copy of the runner's decision (JSON)
 
 # Where things are inside the sandbox.
@@ -150,6 +152,7 @@ def sandbox_env(env: dict[str, str]) -> dict[str, str]:
         "PYTHONPATH": LIB,
         "TORCH_EXTENSIONS_DIR": f"{BUILD}/ext",
         "TRITON_CACHE_DIR": f"{BUILD}/triton",
+        **{var: f"{BUILD}/{folder}" for var, folder in CACHE_ENV.items()},
         "XDG_CACHE_HOME": f"{HOME}/.cache",
         "USER": "kb",
         "LOGNAME": "kb",

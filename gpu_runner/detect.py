@@ -94,8 +94,10 @@ def detect(slug: str | None = None) -> dict:
             "cuda_version": torch.version.cuda or "",
             "peak_bandwidth_gbs": peaks.get("bandwidth_gbs"),
             "peak_tflops": peaks.get("tflops", {}),
-            # The self-test leaves out what cannot run here, saying why (Helion, not installed).
-            "backends": ["cuda", "triton", "torch", "helion"],
+            # The self-test leaves out what cannot run here, saying why: a package not
+            # installed, a compiler that does not target this GPU (cuTile on a Hopper one).
+            # HIP, on an AMD host, would be one more name here (evaluator/backends).
+            "backends": ["cuda", "triton", "torch", "helion", "tilelang", "cute", "cutile"],
         }
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -124,10 +126,27 @@ def self_tested(detected: dict, *, build_dir: str, log: Callable[[str], None],
     from evaluator.runner.selftest import self_test
 
     device = "cpu" if detected.get("kind") == "cpu" else "cuda"
-    report = self_test(device, detected.get("backends") or [], build_dir=build_dir, run=run)
+    report = self_test(device, detected.get("backends") or [], build_dir=build_dir, run=run,
+                       arch=detected.get("arch"))
     for name, outcome in report.items():
         if outcome["served"]:
             log(f"self-test: {name} served ({outcome['seconds']:g} s)")
         else:
             log(f"self-test: {name} not offered: {outcome['why']}")
     return [name for name, outcome in report.items() if outcome["served"]]
+
+
+def untested(detected: dict, *, log: Callable[[str], None]) -> list[str]:
+    """The detected backends a runner without its self-test offers (RUNNER_SELF_TEST off): all
+    but those whose compiler does not target this GPU, each logged with its reason."""
+    from evaluator import backends
+
+    served = []
+    for name in detected.get("backends") or []:
+        why = "" if detected.get("kind") == "cpu" else backends.get(name).unsupported_arch(
+            detected.get("arch"))
+        if why:
+            log(f"{name} not offered: {why}")
+        else:
+            served.append(name)
+    return served

@@ -29,6 +29,9 @@ class Submission(models.Model):
         TORCH = "torch"
         CPP = "cpp"
         HELION = "helion"
+        TILELANG = "tilelang"
+        CUTE = "cute"
+        CUTILE = "cutile"
 
     class ReverificationState(models.TextChoices):
         NONE = "", "not re-verified"

@@ -207,6 +207,31 @@ def test_helion_is_taken_only_for_hardware_that_serves_it(api, ready):
     assert (submission.backend, submission.hardware.slug) == ("helion", "h200")
 
 
+@pytest.mark.parametrize("backend", ["tilelang", "cute", "cutile"])
+def test_each_kernel_language_is_taken_only_for_hardware_that_serves_it(api, ready, backend):
+    from evaluation.services import hardware_register
+
+    # The CPU hardware never lists a GPU-only language: refused, with what it runs.
+    response = post(api, payload(backend=backend))
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "unknown_backend" and backend not in body["allowed"]
+    assert "torch" in body["allowed"] and nothing_stored()
+    # A GPU whose runner's self-test passed the language takes it; one whose did not (an H200
+    # never serves cuTile) refuses it.
+    hardware_register(slug="b200", name="NVIDIA B200", kind="gpu",
+                      backends=["cuda", "triton", "torch", backend])
+    hardware_register(slug="h200", name="NVIDIA H200", kind="gpu",
+                      backends=["cuda", "triton", "torch"])
+    refused = post(api, payload(backend=backend, hardware="h200"))
+    assert refused.status_code == 400 and refused.json()["code"] == "unknown_backend"
+    assert backend not in refused.json()["allowed"] and nothing_stored()
+    accepted = post(api, payload(backend=backend, hardware="b200"))
+    assert accepted.status_code == 202, accepted.json()
+    submission = Submission.objects.get()
+    assert (submission.backend, submission.hardware.slug) == (backend, "b200")
+
+
 def test_it_rejects_missing_fields_and_says_which(api, ready):
     response = post(api, {"level": 1, "number": 901})
     assert response.status_code == 400

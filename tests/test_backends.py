@@ -4,6 +4,9 @@ evaluator, the site's forms, labels, starters and prompts. These hold the table 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import types
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +30,9 @@ def test_a_backend_that_claims_kernels_says_how_they_are_checked_and_started(nam
     backend = backends.get(name)
     assert backend.label and backend.summary and LABELS[name] == backend.label
     if backend.claims_kernels:
-        assert backend.evidence in ("extension", "triton")
+        assert backend.evidence in ("extension", "triton", "cache")
+        # A compiler cache the judge reads is one the sandbox points into the build slot.
+        assert (backend.evidence == "cache") == bool(backend.cache_env)
         assert backend.starter_kernel and "pass_through" in backend.starter_kernel
         # The starter's kernel is Python once its extension is named.
         ast.parse(backend.starter_kernel.format(name="kb_starter_x"))
@@ -223,3 +228,295 @@ def test_the_triton_evidence_finds_a_helion_kernel_under_its_generated_name(tmp_
     assert helion["ok"] and helion["compiled"] == ["copy"]
     # A @triton.jit kernel `copy` is not compiled as `_helion_copy`.
     assert not check("")["ok"]
+
+
+# ---- TileLang, CuTe DSL, cuTile: languages whose package compiles and launches the kernels -------
+
+# name: (label, packages, cache variables, folder, the device name of a source kernel `copy`,
+#        names the profiler may show for it, names it must not take for it). The long names are
+#        the compilers' own for the starter's kernel, renamed `copy` (CuTe DSL 4.8.1 traced,
+#        cuTile 1.7.0 lowered on a CPU host).
+LANGUAGES = {
+    "tilelang": ("TileLang", ("torch", "tilelang"), ("TILELANG_CACHE_DIR",), "tilelang",
+                 "copy_kernel*", ["copy_kernel", "copy_kernel_1"],
+                 ["copy", "my_copy_kernel", "xcopy_kernel"]),
+    "cute": ("CuTe DSL", ("torch", "cutlass"), ("CUTE_DSL_CACHE_DIR", "CUTE_DSL_DUMP_DIR"), "cute",
+             "kernel_cutlass_copy_*", [
+                 "kernel_cutlass_copy_0",
+                 "kernel_cutlass_copy_tensorptrf32generico10001_tensorptrf32generico10001__0"],
+             ["copy", "kernel_cutlass_copyx_0", "cutlass_copy_0"]),
+    "cutile": ("cuTile", ("torch", "cuda.tile"), ("CUDA_TILE_CACHE_DIR",), "cutile", "copy_K*",
+               ["copy_Kt1_A1f32_1l0_A1f32_1l0_I1024", "copy_Kt2_Sf32"],
+               ["copy", "my_copy_Kt2", "copy_kernel"]),
+}
+GPU_BACKENDS = ["cuda", "triton", "torch", "helion", "tilelang", "cute", "cutile"]
+
+
+def _fake_packages(monkeypatch, *packages: str) -> None:
+    """As on a runner where `packages` are installed (this host has none of them)."""
+    import importlib.machinery
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
+        importlib.machinery.ModuleSpec(name, None) if name in packages
+        else real_find_spec(name, *a)))
+
+
+@pytest.mark.parametrize("name", LANGUAGES)
+def test_each_kernel_language_is_a_gpu_backend_known_by_its_compiled_kernels_names(name):
+    from evaluator.judge.exploits import kernel_profile
+
+    label, packages, variables, folder, device, ran, others = LANGUAGES[name]
+    backend = backends.get(name)
+    assert name in backends.NAMES and LABELS[name] == label == backend.label
+    assert backend.gpu_only and not backend.runs_on("cpu") and backend.runs_on("cuda")
+    assert backend.packages == packages and backend.own_kernels == (name,)
+    assert backend.evidence == "cache" and backend.cache_folder == folder
+    assert dict(backend.cache_env) == dict.fromkeys(variables, folder)
+    assert all(backends.CACHE_ENV[variable] == folder for variable in variables)
+    assert backend.device_kernel_names({name: ["copy"], "triton": ["g"]}) == [device]
+    # The profiler's table marks a kernel the candidate's when its compiler named it so.
+    reply = {"device_total_us": 10.0, "device_kernels": [[k, 1.0] for k in ran + others]}
+    rows = kernel_profile(reply, [device])["candidate"]["kernels"]
+    assert [r["name"] for r in rows if r["own"]] == ran
+
+
+def test_the_gpu_runner_lists_every_language_and_hip_is_one_more_entry():
+    source = (Path(__file__).resolve().parent.parent / "gpu_runner" / "detect.py").read_text()
+    assert f'"backends": {GPU_BACKENDS!r}'.replace("'", '"') in source
+    assert "HIP" in backends.__doc__ and "HIP" in source
+
+
+@pytest.mark.parametrize("name", LANGUAGES)
+def test_each_languages_starter_compiles_names_the_reference_and_pins_its_tuning(name):
+    from evaluator.backends.starters import starter_file
+    from evaluator.runner.selftest import REFERENCE
+
+    source = starter_file(REFERENCE, name, slug="level1/19_ReLU")
+    compile(source, f"{name}_starter.py", "exec")
+    # The problem's own shape: its Model as Reference, inputs included, which ModelNew inherits.
+    assert "class ModelNew(Reference):" in source and "torch.randn(4, 256)" in source
+    assert "autotune(" not in source and "view(-1)" in source
+    pinned = {"tilelang": "def pass_through_program(n, dtype, block=1024, threads=256):",
+              "cute": "THREADS = 256", "cutile": "TILE = 1024"}
+    assert pinned[name] in source
+    kernels = {"tilelang": ["pass_through_program", "pass_through_kernel"],
+               "cute": ["pass_through_kernel", "pass_through_launch"],
+               "cutile": ["pass_through_kernel"]}
+    report = analyze(source, reference_source=REFERENCE, backend=name)
+    assert report["kernels"][name] == kernels[name] and report["kernels"]["triton"] == []
+    assert not [f for f in report["findings"] if f["pattern"] == "backend"], report["findings"]
+
+
+def test_a_cpu_host_never_offers_the_kernel_languages():
+    from gpu_runner.detect import detect, self_tested
+
+    assert not set(LANGUAGES) & set(detect("cpu")["backends"])
+    jobs: list[str] = []
+    lines: list[str] = []
+    served = self_tested({"kind": "cpu", "backends": ["torch", *LANGUAGES]}, build_dir=None,
+                         log=lines.append, run=lambda job: jobs.append(job["backend"]) or {
+                             "verdict": "correct"})
+    assert served == ["torch"] and jobs == ["torch"]
+    for name in LANGUAGES:
+        assert f"self-test: {name} not offered: it needs a CUDA device" in lines
+
+
+def test_a_gpu_runner_names_each_missing_languages_package(monkeypatch):
+    from gpu_runner.detect import self_tested
+
+    _fake_packages(monkeypatch, "helion")
+    for package in ("tilelang", "cutlass"):
+        _hide_package(monkeypatch, package)
+    # `cuda.tile` without the `cuda` namespace package: find_spec raises instead of saying None.
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
+        _raise(ModuleNotFoundError("No module named 'cuda'")) if name == "cuda.tile"
+        else real_find_spec(name, *a)))
+    jobs: list[str] = []
+    lines: list[str] = []
+    served = self_tested({"kind": "gpu", "arch": "sm_100", "backends": GPU_BACKENDS},
+                         build_dir=None, log=lines.append,
+                         run=lambda job: jobs.append(job["backend"]) or {"verdict": "correct"})
+    assert served == jobs == ["cuda", "triton", "torch", "helion"]
+    assert lines[-3:] == ["self-test: tilelang not offered: tilelang is not installed",
+                          "self-test: cute not offered: cutlass is not installed",
+                          "self-test: cutile not offered: cuda.tile is not installed"]
+
+
+def _raise(exc: Exception):
+    raise exc
+
+
+@pytest.mark.parametrize(("arch", "offered"), [("sm_90", False), ("sm_100", True),
+                                               ("sm_120", True), ("sm_80", True),
+                                               ("sm_89", True)])
+def test_cutile_is_offered_only_on_a_gpu_its_compiler_targets(monkeypatch, arch, offered):
+    """tileiras 13.2 (cuda-tile 1.7.0) targets Ampere/Ada and Blackwell, not Hopper yet: an
+    H100 or H200 (sm_90) never offers cuTile, with or without the self-test."""
+    from gpu_runner.detect import self_tested, untested
+
+    _fake_packages(monkeypatch, "tilelang", "cutlass", "cuda.tile")
+    detected = {"kind": "gpu", "arch": arch, "backends": ["torch", "tilelang", "cute", "cutile"]}
+    jobs: list[str] = []
+    lines: list[str] = []
+    served = self_tested(detected, build_dir=None, log=lines.append,
+                         run=lambda job: jobs.append(job["backend"]) or {"verdict": "correct"})
+    assert ("cutile" in served) == ("cutile" in jobs) == offered
+    assert served[:3] == ["torch", "tilelang", "cute"]
+    why = (f"cuTile needs a GPU of compute capability 8.x, 10.x, 11.x, 12.x; this one is "
+           f"{arch[3:-1]}.{arch[-1]} ({arch})")
+    assert (f"self-test: cutile not offered: {why}" in lines) == (not offered)
+    without: list[str] = []
+    assert ("cutile" in untested(detected, log=without.append)) == offered
+    assert without == ([] if offered else [f"cutile not offered: {why}"])
+
+
+def test_the_sandbox_points_each_languages_compiler_cache_into_the_build_slot(tmp_path):
+    from evaluator import launcher
+    from evaluator.runner.sandbox import scrubbed_env
+
+    env = scrubbed_env({"build_dir": str(tmp_path / "slot"), "device": "cuda",
+                        "backend": "cute"}, tmp_path)
+    inside = launcher.sandbox_env(env)
+    for _label, _packages, variables, folder, *_ in LANGUAGES.values():
+        for variable in variables:
+            assert env[variable] == str(tmp_path / "slot" / folder)
+            assert inside[variable] == f"{launcher.BUILD}/{folder}"
+    # cute.compile writes nothing to the DSL's cache: its traced IR, kept, names the kernels.
+    assert env["CUTE_DSL_KEEP"] == inside["CUTE_DSL_KEEP"] == "ir-debug"
+
+
+def _profile_calls(tmp_path, monkeypatch, modules: dict, calls) -> tuple[int, set[str], tuple]:
+    """Run `calls(candidate, elsewhere)` under the worker's profile hook, with `modules` standing
+    in for the language's package; the candidate's functions live in tmp_path/candidate.py, and
+    `launch(launcher, *args)` of each file calls `launcher(*args)`."""
+    import sys
+
+    from evaluator.worker.probe import OwnCodeProfile
+
+    source = "def double(x):\n    return 2 * x\n\n\ndef launch(launcher, *args):\n" \
+             "    return launcher(*args)\n"
+    candidate, elsewhere = {}, {}
+    exec(compile(source, str(tmp_path / "candidate.py"), "exec"), candidate)
+    exec(compile(source, "/elsewhere/lib.py", "exec"), elsewhere)
+    monkeypatch.setattr(OwnCodeProfile, "_extension_functions", lambda self: (set(), set()))
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    own = OwnCodeProfile(str(tmp_path))
+    sys.setprofile(own.hook)
+    try:
+        results = calls(candidate, elsewhere)
+    finally:
+        sys.setprofile(None)
+    return own.calls, own.names, results
+
+
+def _module(name: str, **attributes) -> types.ModuleType:
+    module = types.ModuleType(name)
+    vars(module).update(attributes)
+    return module
+
+
+def test_a_launch_of_the_candidates_tilelang_kernel_counts_as_its_own(tmp_path, monkeypatch):
+    """TileLang runs the library it built in its cache: the probe counts a call of a JITKernel
+    made from the candidate's program, or called by the candidate's code."""
+
+    class Program:  # what T.prim_func builds: the Python function as `orig_func`
+        def __init__(self, fn):
+            self.orig_func = fn
+
+    class JITKernel:  # tilelang.jit.kernel.JITKernel's shape: the program as `prim_func`
+        def __init__(self, fn=None):
+            self.prim_func = Program(fn) if fn else None
+
+        def __call__(self, x):
+            return x + 1
+
+    def calls(candidate, elsewhere):
+        return (JITKernel(candidate["double"])(1),  # the candidate's program
+                candidate["launch"](JITKernel(), 2),  # one loaded from the cache, its call
+                elsewhere["launch"](JITKernel(elsewhere["double"]), 3), JITKernel()(4))
+
+    counted = _profile_calls(tmp_path, monkeypatch, {"tilelang.jit.kernel": _module(
+        "tilelang.jit.kernel", JITKernel=JITKernel)}, calls)
+    assert counted == (2, {"double", "tilelang kernel"}, (2, 3, 4, 5))
+
+
+def test_a_launch_of_the_candidates_cute_kernel_counts_as_its_own(tmp_path, monkeypatch):
+    """CuTe DSL: a @cute.jit function called from Python (the DSL's jit_wrapper holding it as
+    `func`), or a function cute.compile compiled, called by the candidate's code."""
+
+    class BaseDSL:
+        @staticmethod
+        def jit_runner(func):
+            def decorator(func):
+                def jit_wrapper(*args):
+                    return func(*args)
+                return jit_wrapper
+            return decorator(func)
+
+    class JitCompiledFunction:
+        def __init__(self, name):
+            self.function_name = name
+
+        def __call__(self, x):
+            return x + 1
+
+    class CudaDialectJitCompiledFunction(JitCompiledFunction):
+        def __call__(self, x):
+            return super().__call__(x)
+
+    def calls(candidate, elsewhere):
+        compiled = CudaDialectJitCompiledFunction("cutlass_launch_Int32")
+        return (BaseDSL.jit_runner(candidate["double"])(1),
+                BaseDSL.jit_runner(elsewhere["double"])(1),
+                candidate["launch"](compiled, 2), elsewhere["launch"](compiled, 3), compiled(4))
+
+    counted = _profile_calls(tmp_path, monkeypatch, {
+        "cutlass.base_dsl.dsl": _module("cutlass.base_dsl.dsl", BaseDSL=BaseDSL),
+        "cutlass.base_dsl.jit_executor": _module(
+            "cutlass.base_dsl.jit_executor", JitCompiledFunction=JitCompiledFunction)}, calls)
+    assert counted == (2, {"double", "cutlass_launch_Int32"}, (2, 2, 3, 4, 5))
+
+
+def test_a_cutile_launch_by_the_candidates_code_counts_as_its_own(tmp_path, monkeypatch):
+    """cuTile's launch is a C function that takes the kernel as an argument: the probe counts
+    the calls the candidate's code makes."""
+    import math
+
+    def calls(candidate, elsewhere):
+        return candidate["launch"](math.hypot, 3, 4), elsewhere["launch"](math.hypot, 6, 8)
+
+    counted = _profile_calls(tmp_path, monkeypatch, {"cuda.tile._cext": _module(
+        "cuda.tile._cext", launch=math.hypot)}, calls)
+    assert counted == (1, {"cuda.tile.launch"}, (5.0, 10.0))
+
+
+@pytest.mark.parametrize("name", LANGUAGES)
+def test_the_cache_evidence_finds_a_kernel_under_the_name_its_compiler_gives_it(tmp_path, name):
+    from evaluator.judge.evidence import cache_evidence
+
+    backend = backends.get(name)
+    _label, _packages, _variable, folder, _device, ran, _others = LANGUAGES[name]
+
+    def check(reported: list[str]) -> dict:
+        return cache_evidence(reported, source_kernels=["copy"], build_root=tmp_path,
+                              device_names={"copy": backend.device_kernel_name("copy").
+                                            removesuffix(backends.MANGLED)},
+                              folder=folder, on_gpu=True)
+
+    assert check(["torch_copy"])["missing"] == (
+        "the reported kernels are not kernels of the source in its language")
+    assert check(["copy"])["missing"] == (
+        f"no compiled artifact of the reported kernels in the slot's {folder} cache")
+    # A file of another language's cache, or one that names only the source kernel, is none.
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton" / f"{ran[0]}.cubin").write_bytes(ran[0].encode())
+    (tmp_path / folder / "KEY").mkdir(parents=True)
+    (tmp_path / folder / "KEY" / "copy.txt").write_text("copy")
+    assert not check(["copy"])["ok"]
+    (tmp_path / folder / "KEY" / "artifact").write_bytes(b"\0\1" + ran[-1].encode() + b"\0")
+    found = check(["copy"])
+    assert found["ok"] and found["compiled"] == ["copy"] and found["cache"] == folder

@@ -30,7 +30,8 @@ def test_every_backend_renders_valid_python_defining_model_new_for_every_sample(
     sample_problems,
 ):
     marks = {"cuda": "cuda_sources=", "cpp": "load_inline(", "triton": "@triton.jit", "torch": "",
-             "helion": "@helion.kernel(config=helion.Config("}
+             "helion": "@helion.kernel(config=helion.Config(", "tilelang": "@T.prim_func",
+             "cute": "@cute.kernel", "cutile": "@ct.kernel"}
     for problem in sample_problems.values():
         for backend in BACKENDS:
             source = starter_source(problem=problem, backend=backend)
@@ -38,6 +39,7 @@ def test_every_backend_renders_valid_python_defining_model_new_for_every_sample(
             classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
             assert "ModelNew" in classes and "Model" not in classes, (problem.slug, backend)
             assert marks[backend] in source
+            compile(source, f"{backend}.py", "exec")  # Python, not only a tree
             if backend != "torch":
                 # The reference's ops, then each output through the backend's kernel.
                 assert "class ModelNew(Reference):" in source and "pass_through" in source
@@ -89,8 +91,8 @@ def test_the_submit_page_starts_from_the_chosen_backends_starter_where_the_hardw
     page = client.get("/submissions/new/", {"problem": RELU, "backend": "triton"}).content.decode()
     assert f"# A Triton starter for {RELU}" in page
     assert '<option value="triton" selected>Triton</option>' in page
-    # The CPU runs no CUDA and no Helion: neither offered nor started from.
-    for gpu_only in ("cuda", "helion"):
+    # The CPU runs no CUDA and no GPU-only language: neither offered nor started from.
+    for gpu_only in ("cuda", "helion", "tilelang", "cute", "cutile"):
         page = client.get("/submissions/new/",
                           {"problem": RELU, "backend": gpu_only}).content.decode()
         assert "starter for" not in page and f'value="{gpu_only}"' not in page
@@ -108,3 +110,29 @@ def test_the_submit_page_offers_helion_and_its_starter_where_a_gpu_serves_it(
     assert f"# A Helion starter for {RELU}" in page
     assert '<option value="helion" selected>Helion</option>' in page
     assert "h200 runs CUDA, Triton, PyTorch, Helion" in page
+
+
+@pytest.mark.parametrize(("backend", "label"), [("tilelang", "TileLang"), ("cute", "CuTe DSL"),
+                                                ("cutile", "cuTile")])
+def test_the_submit_page_offers_each_kernel_language_only_where_a_gpu_serves_it(
+    client, user, sample_problems, cpu_hardware, backend, label
+):
+    from evaluation.services import hardware_register
+
+    # A GPU whose runner's self-test passed the language, and one whose did not (an H200 for
+    # cuTile: its compiler does not target Hopper).
+    hardware_register(slug="b200", name="NVIDIA B200", kind="gpu",
+                      backends=["cuda", "triton", "torch", backend])
+    hardware_register(slug="h200", name="NVIDIA H200", kind="gpu",
+                      backends=["cuda", "triton", "torch"])
+    client.force_login(user)
+    page = client.get("/submissions/new/", {"problem": RELU, "backend": backend}).content.decode()
+    assert f"# A {label} starter for {RELU}" in page
+    assert f'<option value="{backend}" selected>{label}</option>' in page
+    assert f"b200 runs CUDA, Triton, PyTorch, {label}" in page
+    assert f"h200 runs CUDA, Triton, PyTorch, {label}" not in page
+    # Served by no hardware, it is neither offered nor started from.
+    hardware_register(slug="b200", name="NVIDIA B200", kind="gpu",
+                      backends=["cuda", "triton", "torch"])
+    page = client.get("/submissions/new/", {"problem": RELU, "backend": backend}).content.decode()
+    assert "starter for" not in page and f'value="{backend}"' not in page

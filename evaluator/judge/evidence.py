@@ -9,7 +9,10 @@ judge holds such a report to is what the candidate cannot rewrite from inside:
   reported functions named in those files (their symbols and pybind11 names are strings there);
 - Triton (`triton`): the reported kernels are `@triton.jit` functions of the submitted source
   (the judge's own reading of it, static_report.py), and on a GPU each has a compiled artifact
-  in the slot's Triton cache.
+  in the slot's Triton cache;
+- a language with a compiler cache of its own (`cache`: TileLang, CuTe DSL, cuTile): the same,
+  with the language's kernels of the source, and on a GPU a file of its cache folder in the
+  slot that holds the name its compiler gives the device kernel.
 
 A report that names kernels none of this shows is not evidence: the claimed backend is then
 taken as not used. What this cannot show: that an extension which was built and loaded really
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 MAX_SO_BYTES = 1 << 30  # a candidate's extension larger than this is not read
+MAX_CACHE_FILES = 2000  # files of a compiler's cache folder read for the names, at most
 
 
 def process_tree(root_pid: int) -> list[int]:
@@ -137,5 +141,43 @@ def triton_evidence(reported: list[str], *, source_kernels: list[str], build_roo
         report["compiled"] = sorted(n for n in ours if prefix + n in compiled)
         if not report["compiled"]:
             report["missing"] = "no compiled artifact of the reported kernels in the slot"
+    report["ok"] = "missing" not in report
+    return report
+
+
+def _files_naming(folder: Path, names: dict[str, str]) -> set[str]:
+    """The keys of `names` whose value some file under `folder` holds (bytes, any format: CUDA
+    source, a library, MLIR bytecode, SQLite)."""
+    found: set[str] = set()
+    files = (p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
+             ) if folder.is_dir() else iter(())
+    for count, path in enumerate(files):
+        if count >= MAX_CACHE_FILES or len(found) == len(names):
+            break
+        left = {k: v for k, v in names.items() if k not in found}
+        held = set(_names_in(path, list(left.values())))
+        found.update(k for k, v in left.items() if v in held)
+    return found
+
+
+def cache_evidence(reported: list[str], *, source_kernels: list[str],
+                   device_names: dict[str, str], build_root: Path, folder: str,
+                   on_gpu: bool) -> dict[str, Any]:
+    """Whether the reported kernels are the source's (this language's), and on a GPU whether
+    the language's compiler cache in the slot (`folder`) names the device kernel of each:
+    `device_names` maps a source kernel to the fixed part of that name (the part before the
+    arguments its compiler may append)."""
+    report: dict[str, Any] = {"kind": "cache", "reported": reported[:20],
+                              "source_kernels": source_kernels[:20], "cache": folder}
+    ours = [n for n in reported if n in source_kernels]
+    report["named"] = ours
+    if not ours:
+        report["missing"] = "the reported kernels are not kernels of the source in its language"
+    elif on_gpu:
+        found = _files_naming(build_root / folder, {n: device_names.get(n, n) for n in ours})
+        report["compiled"] = sorted(found)
+        if not found:
+            report["missing"] = (f"no compiled artifact of the reported kernels in the slot's "
+                                 f"{folder} cache")
     report["ok"] = "missing" not in report
     return report

@@ -89,8 +89,9 @@ class ProfiledPhases:
             return
         kernels = (self.result.get("static_report") or {}).get("kernels") or {}
         names = [str(n) for n in (kernels.get("cuda") or []) + (kernels.get("triton") or [])]
-        # Kernels a compiler names after the source's (Helion's `_helion_NAME`).
-        names += [n for b in backends.BACKENDS.values() if b.kernel_prefix
+        # Kernels a compiler names after the source's (Helion's `_helion_NAME`, TileLang's
+        # `NAME_kernel`, CuTe DSL's `kernel_cutlass_NAME_...`, cuTile's `NAME_K...`).
+        names += [n for b in backends.BACKENDS.values() if b.renames_kernels
                   for n in b.device_kernel_names(kernels)]
         if on_gpu:
             self.result["profile"] = exploits.kernel_profile(reply, names)
@@ -141,6 +142,14 @@ class ProfiledPhases:
                 return evidence.triton_evidence(
                     names or reported, source_kernels=source, build_root=Path(build),
                     on_gpu=on_gpu, prefix=backend.kernel_prefix)
+            if backend.evidence == "cache":  # a compiler's own cache (TileLang, CuTe, cuTile)
+                source = backend.kernel_names(kernels)
+                names = [n for n in source if any(n == r or n in r for r in reported)]
+                return evidence.cache_evidence(
+                    names or reported, source_kernels=source, build_root=Path(build),
+                    device_names={n: backend.device_kernel_name(n).removesuffix(
+                        backends.MANGLED) for n in source},
+                    folder=str(backend.cache_folder), on_gpu=on_gpu)
         except Exception as exc:  # the evidence could not be read: say so, decide nothing
             return {"ok": True, "error": f"{type(exc).__name__}: {exc}"[:300]}
         return {"ok": True}

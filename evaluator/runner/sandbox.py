@@ -107,6 +107,10 @@ def scrubbed_env(job: dict, workdir: Path) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",  # prints reach the log even if the candidate is killed
         "TORCH_EXTENSIONS_DIR": str(build_root / "ext"),
         "TRITON_CACHE_DIR": str(build_root / "triton"),
+        # The other languages' compiler caches (TileLang's, CuTe DSL's, cuTile's), in the slot
+        # too: the owner's, and where the judge reads their evidence.
+        **{var: str(build_root / folder) for var, folder in backends.CACHE_ENV.items()},
+        **backends.WORKER_ENV,
         # The same host allocator behaviour in the judge and the worker. glibc's default
         # threshold for serving an allocation with a fresh mmap moves with each process's
         # history, so one side could pay page faults on every output it allocates and the

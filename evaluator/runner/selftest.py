@@ -3,7 +3,8 @@
 A backend is offered on a hardware only when this runner can run it end to end: its packages
 import here, and its starter kernel on a tiny elementwise problem is judged `correct` through
 the real path (the sandbox, the judge, the worker), untimed. A language whose package is
-missing, whose compiler fails on this host, or whose kernels cannot launch here is simply not
+missing, whose compiler fails on this host, whose compiler does not target this GPU (cuTile on
+a Hopper GPU, `Backend.compute_capabilities`) or whose kernels cannot launch here is simply not
 offered, and the reason is said in the runner's log (a CPU host never offers CUDA).
 
 Builds go to the runner's build cache under an owner of their own, so a restart finds them
@@ -38,14 +39,23 @@ def get_init_inputs():
 '''
 
 
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # `cuda.tile` without its parent package `cuda`
+        return False
+
+
 def missing_packages(backend: backends.Backend) -> list[str]:
-    return [name for name in backend.packages if importlib.util.find_spec(name) is None]
+    return [name for name in backend.packages if not _installed(name)]
 
 
 def self_test(device: str, names: Iterable[str], *, build_dir: str | None,
-              run: Callable[[dict], dict] | None = None) -> dict[str, dict[str, Any]]:
+              run: Callable[[dict], dict] | None = None,
+              arch: str | None = None) -> dict[str, dict[str, Any]]:
     """{backend: {"served": bool, "why": str, "seconds": float}} for each of `names` (in
-    order); `run` is the evaluator's run_job unless a caller passes another."""
+    order); `run` is the evaluator's run_job unless a caller passes another; `arch` is the
+    GPU's (`sm_90`), for the backends whose compiler targets only some GPUs."""
     if run is None:
         from evaluator.runner.sandbox import run_job as run
     report: dict[str, dict[str, Any]] = {}
@@ -55,6 +65,8 @@ def self_test(device: str, names: Iterable[str], *, build_dir: str | None,
         why = ""
         if not backend.runs_on(device):
             why = "it needs a CUDA device"
+        elif device != "cpu" and (unsupported := backend.unsupported_arch(arch)):
+            why = unsupported
         elif missing := missing_packages(backend):
             why = f"{', '.join(missing)} is not installed"
         else:

@@ -171,9 +171,19 @@ _GLOBAL_KERNEL = re.compile(
 )
 _TRITON_DECORATORS = ("triton.jit", "jit", "triton.autotune", "autotune", "triton.heuristics",
                       "heuristics")
-# Helion's kernel decorator (`jit` is its alias), bare or called with a config.
-_HELION_DECORATORS = ("helion.kernel", "helion.jit", "helion.runtime.kernel",
-                      "helion.runtime.kernel.kernel")
+# The kernel decorators of the languages whose own package compiles them (bare or called with
+# options), by the full name they resolve to: never Triton's, though some share its bare `jit`.
+_LANGUAGE_DECORATORS: dict[str, tuple[str, ...]] = {
+    # Helion's kernel decorator (`jit` is its alias).
+    "helion": ("helion.kernel", "helion.jit", "helion.runtime.kernel",
+               "helion.runtime.kernel.kernel"),
+    # A TileLang program (`T.prim_func`, T being tilelang.language) and the jit that builds one.
+    "tilelang": ("tilelang.jit", "tilelang.jit.jit", "tilelang.language.prim_func",
+                 "tilelang.language.eager.prim_func", "tilelang.language.eager.builder.prim_func"),
+    # CuTe DSL's device kernels and the host functions that launch them.
+    "cute": ("cutlass.cute.kernel", "cutlass.cute.jit"),
+    "cutile": ("cuda.tile.kernel",),
+}
 _PATCHABLE_ROOTS = ("torch", "time", "evaluator", "evaluation", "sys", "builtins", "gc", "os",
                     "statistics", "triton", "numpy", "math", "random")
 
@@ -196,7 +206,7 @@ class _Visitor(ast.NodeVisitor):
         self.calls: dict[str, int] = {}
         self.findings: dict[tuple[str, str], dict[str, Any]] = {}
         self.triton_kernels: list[str] = []
-        self.helion_kernels: list[str] = []
+        self.language_kernels: dict[str, list[str]] = {lang: [] for lang in _LANGUAGE_DECORATORS}
         self.functions: dict[str, int] = {}
         self.loaded_names: dict[str, int] = {}
         self.strings: list[tuple[str, int]] = []
@@ -341,9 +351,11 @@ class _Visitor(ast.NodeVisitor):
             if name is None:
                 continue
             full = self.resolve(name)
-            if full in _HELION_DECORATORS:
-                if node.name not in self.helion_kernels:
-                    self.helion_kernels.append(node.name)
+            lang = next((lang for lang, names in _LANGUAGE_DECORATORS.items() if full in names),
+                        None)
+            if lang is not None:
+                if node.name not in self.language_kernels[lang]:
+                    self.language_kernels[lang].append(node.name)
             elif (name in _TRITON_DECORATORS or full.startswith("triton.")) and (
                     node.name not in self.triton_kernels):
                 self.triton_kernels.append(node.name)
@@ -429,7 +441,10 @@ def _kernel_usage(v: _Visitor) -> dict[str, Any]:
             if m.group(1) not in cuda_kernels:
                 cuda_kernels.append(m.group(1))
     unreferenced = [k for k in v.triton_kernels if not v.loaded_names.get(k)]
-    helion_unreferenced = [k for k in v.helion_kernels if not v.loaded_names.get(k)]
+    languages: dict[str, list[str]] = {}
+    for lang, names in v.language_kernels.items():
+        languages[lang] = list(names)
+        languages[f"{lang}_never_referenced"] = [k for k in names if not v.loaded_names.get(k)]
     exported = list(dict.fromkeys(v.load_inline_functions))
     uncalled_exports = [f for f in exported if not any(
         name.endswith("." + f) or name == f for name in v.calls
@@ -437,11 +452,10 @@ def _kernel_usage(v: _Visitor) -> dict[str, Any]:
     return {
         "cuda": cuda_kernels,
         "triton": list(v.triton_kernels),
-        "helion": list(v.helion_kernels),
         "load_inline_functions": exported,
         "triton_never_referenced": unreferenced,
-        "helion_never_referenced": helion_unreferenced,
         "load_inline_functions_never_called": uncalled_exports,
+        **languages,  # "helion", "helion_never_referenced", "tilelang", ...
     }
 
 
@@ -468,7 +482,7 @@ def analyze(source: str, *, reference_source: str | None = None,
         if not claimed.kernel_names(kernels):
             v.add("backend", f"claims {backend} but defines no {backend} kernel", 1, "high",
                   "pytorch fallback")
-        for lang in ("triton", "helion"):
+        for lang in ("triton", *_LANGUAGE_DECORATORS):
             for name in kernels[f"{lang}_never_referenced"]:
                 v.add("backend", f"{lang} kernel {name} is never referenced", v.functions.get(
                     name, 1), "high", "pytorch fallback")

@@ -29,6 +29,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from evaluator import backends
+
 CANDIDATE_FILE = "candidate.py"  # in the worker's own working folder
 CANDIDATE_MODULE = "kb_candidate"
 _MARKER = ".kb_complete"
@@ -140,6 +142,10 @@ class Worker:
         ext_dir.mkdir(parents=True, exist_ok=True)
         os.environ["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
         os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+        for var, folder in backends.CACHE_ENV.items():  # TileLang's, CuTe DSL's, cuTile's
+            os.environ.setdefault(var, str(root / folder))
+        for var, value in backends.WORKER_ENV.items():
+            os.environ.setdefault(var, value)
         cache_hit = (ext_dir / _MARKER).exists()
         before = _shared_objects(ext_dir)
         log_path = Path.cwd() / "compile.log"

@@ -39,6 +39,7 @@ import torch
 from evaluator.loading import iter_tensors, make_inputs, synchronize
 from evaluator.samples import KEEP_BYTES, KEEP_CALLS, describe, flatten_output, storage_ptr
 from evaluator.worker.base import Worker
+from evaluator.worker.launches import Launches
 
 REFRESH_FAMILIES = ("draws", "none")
 REFERENCE_COPY_MODULE = "kb_reference_copy"
@@ -188,8 +189,9 @@ def _poison(spec: Any, device: str) -> None:
 class OwnCodeProfile:
     """sys.setprofile hook: calls into the candidate's own compiled extensions (C functions whose
     module is a shared object outside the Python installation), Triton launches of kernels
-    defined in the candidate's files and calls of its Helion kernels (whose Triton kernels are
-    generated into another folder); counts them and the host time spent inside."""
+    defined in the candidate's files and launches of its Helion, TileLang, CuTe DSL and cuTile
+    kernels (whose device code is generated into another folder: launches.py); counts them and
+    the host time spent inside."""
 
     def __init__(self, candidate_prefix: str):
         self.prefix = candidate_prefix
@@ -200,10 +202,7 @@ class OwnCodeProfile:
         self.frames: set[int] = set()
         self.names: set[str] = set()
         self.own_ids, self.own_modules = self._extension_functions()
-        # helion.Kernel.__call__, if the candidate's code imported Helion (never imported here).
-        kernel_class = getattr(sys.modules.get("helion.runtime.kernel"), "Kernel", None)
-        call = vars(kernel_class).get("__call__") if isinstance(kernel_class, type) else None
-        self.helion_call = getattr(call, "__code__", None)
+        self.launches = Launches(candidate_prefix)
 
     def _extension_functions(self) -> tuple[set[int], set[str]]:
         """The functions of shared objects the candidate built: load_inline puts them under
@@ -255,18 +254,21 @@ class OwnCodeProfile:
 
     def hook(self, frame: Any, event: str, arg: Any) -> None:
         if event == "c_call":
-            if self._own_c(arg):
+            launched = self.launches.c_call(frame, arg)
+            if launched is not None or self._own_c(arg):
                 self.frames.add(id(arg))
-                self._enter(getattr(arg, "__name__", "?"))
+                self._enter(launched or getattr(arg, "__name__", "?"))
         elif event in ("c_return", "c_exception"):
             if id(arg) in self.frames and self.depth:
                 self._leave()
         elif event == "call":
-            code = frame.f_code
-            if (code.co_name == "run" or code is self.helion_call) and self._own_triton(frame):
+            if frame.f_code.co_name == "run" and self._own_triton(frame):
                 self.frames.add(id(frame))
                 obj = frame.f_locals.get("self")
                 self._enter(getattr(getattr(obj, "fn", None), "__name__", "triton kernel"))
+            elif (launched := self.launches.call(frame)) is not None:
+                self.frames.add(id(frame))
+                self._enter(launched)
         elif event == "return" and id(frame) in self.frames:
             self.frames.discard(id(frame))
             if self.depth:

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import hardware_register, runner_heartbeat
 from gpu_runner import leased
-from gpu_runner.detect import detect, self_tested
+from gpu_runner.detect import detect, self_tested, untested
 from problems.curation import validations_missing_request
 
 
@@ -74,6 +74,8 @@ class Command(BaseCommand):
         if settings.RUNNER_SELF_TEST:
             detected["backends"] = self_tested(detected, build_dir=str(settings.BUILD_CACHE_DIR),
                                                log=self.stdout.write)
+        else:
+            detected["backends"] = untested(detected, log=self.stdout.write)
         slug = detected.pop("slug")
         hardware = hardware_register(slug=slug, **detected)
         if settings.RUNNER_VALIDATE_MISSING:
