@@ -43,9 +43,8 @@ NOTES: dict[str, str] = {
     ),
     TIMING_UNCONFIRMED: (
         "the judge's own clock around each timed call did not confirm the times the kernel's "
-        "process reported, or another process used the device, in each of its timing windows: "
-        "kept off the boards until it is evaluated again (a loaded host, or a report the judge "
-        "cannot vouch for)"
+        "process reported, timed twice: kept off the boards until it is evaluated again (a "
+        "loaded host, or a report the judge cannot vouch for)"
     ),
 }
 HOLDING_NOTES = frozenset({TIMING_NOT_REPRODUCED, TIMING_UNCONFIRMED})

@@ -472,10 +472,9 @@ def submission_ranking(submission: Submission) -> dict:
     if scoring.timing_held(row):
         return _ranking(
             RankingDetail.TIMING_UNCONFIRMED,
-            "Held: in each of its timing windows the judge's own clock did not confirm the "
-            "times the kernel's process reported, or another process used the device (a loaded "
-            "host, or a report it cannot vouch for). It is kept off the board as a note, not an "
-            "exploit; its owner can ask for another attempt.",
+            "Held: the judge's own clock did not confirm the times the kernel's process "
+            "reported, timed twice (a loaded host, or a report it cannot vouch for). It is kept "
+            "off the board as a note, not an exploit; its owner can ask for another attempt.",
         )
     if scoring.exploits(row):
         flags = ", ".join(scoring.exploits(row))

@@ -1,28 +1,36 @@
 """What the device was doing while a timing window was open, from the driver's side (NVML, through
-nvidia-ml-py): its SM and memory clocks, power and temperature at the window's two ends, and the
-processes the driver saw computing on it during the window.
+nvidia-ml-py): its SM and memory clocks, power and temperature at the window's two ends, and how
+many processes the driver saw computing on it during the window, told apart as the judge itself,
+processes below the judge (the worker and anything the candidate started), and others.
 
 The gate (gate.py) stands every other evaluation's candidate processes still for the window, but
-it only reaches the processes the runner named to it. The driver sees every process on the device,
-whoever started it: a frozen process's queued work still draining, another runner's evaluation, a
-host job. A window in which a process other than this evaluation's own (the judge and every
-process below it: the worker, its children, the profiling worker) used the device is timed again
-(timed.py), and what each window saw is kept with the timing.
+it only reaches the processes the runner named to it; the driver sees every process on the device.
+What it saw is kept with the timing (`device_seen`) and shown to the owner as counts, never pids.
+It decides nothing yet: the driver publishes a process's samples at the end of each sampling
+period (a sixth of a second to a second), averaged over it, so a window's record can include a
+neighbour's last busy period from just before the gate stopped it and miss the window's own last
+period. Retiming on it waits for that lag to be measured on the GPU hosts.
 
-The driver numbers processes as the host does. Where the judge cannot number them alike (a judge
-in a container whose pid namespace is not the host's), the driver's list of compute processes
-lacks the judge's own pid while the judge holds a CUDA context: the processes seen are then kept
-as counts but decide nothing (`comparable` false), rather than timing every window again.
+Pids are compared only when the driver numbers processes as the judge does: the judge times the
+reference inside the window, so its own pid must be among the window's samples (a judge in a pid
+namespace the driver does not translate into is not; `comparable` false then, and the counts
+are kept but mean little).
 
-No Django. Without nvidia-ml-py, or on a CPU, nothing is sampled and the reason is kept.
+No Django. Without nvidia-ml-py, on a CPU, or where the driver refuses a reading, nothing is
+sampled and the reason is kept.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from evaluator.judge.evidence import process_tree
+
+# pynvml's return codes that mean "no sample newer than the timestamp" (its wrapper raises
+# NVMLError(NVML_SUCCESS) when the first call reports zero samples).
+_NONE = {0, 6}  # NVML_SUCCESS, NVML_ERROR_NOT_FOUND
 
 
 def _nvml() -> Any:
@@ -35,7 +43,7 @@ def _nvml() -> Any:
 
 def _handle(nvml: Any, device: Any) -> Any:
     """The NVML handle of torch's `device`: NVML numbers devices without CUDA_VISIBLE_DEVICES,
-    so the device is found by its UUID."""
+    so the device is found by its UUID (torch gives it bare, NVML wants "GPU-" before it)."""
     import torch
 
     uuid = str(torch.cuda.get_device_properties(device).uuid)
@@ -44,22 +52,27 @@ def _handle(nvml: Any, device: Any) -> Any:
     return nvml.nvmlDeviceGetHandleByUUID(uuid.encode())
 
 
-def own_pids() -> set[int]:
-    """This process and every process below it, as this process numbers them."""
-    me = os.getpid()
-    return {me, *process_tree(me)}
+def below_judge() -> set[int]:
+    """The processes below this one (the worker and whatever the candidate started in its
+    sandbox), as this process numbers them."""
+    return set(process_tree(os.getpid()))
+
+
+class NotSampled(Exception):
+    """The driver refused the window's samples: the window's record says why."""
 
 
 class DeviceWatch:
     """Open around one timing window, closed after it: `close()` returns what the driver saw."""
 
     def __init__(self, device: Any, *, nvml: Any = None, handle: Any = None,
-                 pids: Any = own_pids):
+                 below: Any = below_judge):
         self.nvml = nvml
         self.handle = None
         self.why_not: str | None = None
-        self.pids = pids  # this evaluation's own processes (a function: they change)
+        self.below = below  # a function: the processes below the judge change
         self._since = 0
+        self._opened_us = 0
         self._start: dict[str, Any] = {}
         if str(device).startswith("cpu"):
             self.why_not = "a CPU: the driver samples GPUs only"
@@ -77,8 +90,8 @@ class DeviceWatch:
         return self.handle is not None
 
     def _state(self) -> dict[str, Any]:
-        """Clocks (MHz), power (W) and temperature (C) now; a reading the device refuses is
-        left out."""
+        """Clocks (MHz), power (W, the driver's recent average) and temperature (C) now; a
+        reading the device refuses is left out."""
         n, h = self.nvml, self.handle
         readings = {
             "sm_clock_mhz": lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
@@ -95,59 +108,57 @@ class DeviceWatch:
         return state
 
     def _samples(self, since: int) -> list[Any]:
-        """The driver's per-process samples newer than `since` (its own timestamps)."""
+        """The driver's per-process samples newer than `since` (its timestamps); none is an
+        empty list, any other refusal (not supported, no permission, a lost GPU) NotSampled."""
         try:
             return list(self.nvml.nvmlDeviceGetProcessUtilization(self.handle, since))
-        except Exception:  # NOT_FOUND: no sample in that time; NOT_SUPPORTED: none ever
-            return []
+        except Exception as exc:
+            if getattr(exc, "value", None) in _NONE:
+                return []
+            raise NotSampled(f"NVML: {exc}"[:200]) from exc
 
     def open(self) -> None:
-        """The window opens: the newest sample so far marks where its own samples begin (the
-        driver's timestamps, whatever their origin; none yet: every later one is the window's)."""
+        """The window opens: the newest sample already published marks where the window's own
+        begin (samples are published at the end of their period, so the first one read at
+        close may have begun before the window)."""
         if not self.sampling:
             return
-        self._since = max((s.timeStamp for s in self._samples(0)), default=0)
+        self._opened_us = time.time_ns() // 1000
+        try:
+            self._since = max((s.timeStamp for s in self._samples(0)), default=0)
+        except NotSampled as exc:
+            self.why_not = str(exc)
         self._start = self._state()
 
     def close(self) -> dict[str, Any]:
-        """What the window saw: the device's state at its two ends, the processes other than
-        this evaluation's that used the device's SMs, and whether pids could be compared."""
-        if not self.sampling:
+        """What the window saw: the device's state at its two ends, and the processes that used
+        its SMs, counted: the judge, processes below it, others (no pids are kept)."""
+        if not self.sampling or self.why_not:
             return {"sampled": False, "why": self.why_not}
-        end = self._state()
-        ours = self.pids()
-        busy: dict[int, int] = {}
-        for s in self._samples(self._since):
-            if s.smUtil > 0 and s.pid not in ours:
-                busy[s.pid] = max(busy.get(s.pid, 0), int(s.smUtil))
-        comparable = self._comparable(ours)
+        closed_us = time.time_ns() // 1000
+        try:
+            samples = self._samples(self._since)
+        except NotSampled as exc:
+            return {"sampled": False, "why": str(exc)}
+        me, below = os.getpid(), self.below()
+        busy = {s.pid: int(s.smUtil) for s in samples if s.smUtil > 0}
+        others = [util for pid, util in busy.items() if pid != me and pid not in below]
         return {
             "sampled": True,
             "start": self._start,
-            "end": end,
-            "others": [{"pid": pid, "sm_util_pct": util} for pid, util in sorted(busy.items())],
-            "comparable": comparable,
+            "end": self._state(),
+            "window_ms": round((closed_us - self._opened_us) / 1000, 1),
+            "samples": len(samples),
+            "below_judge_busy": sum(1 for pid in busy if pid in below),
+            "others": len(others),
+            "others_max_sm_util_pct": max(others, default=0),
+            "comparable": any(s.pid == me for s in samples),
         }
-
-    def _comparable(self, ours: set[int]) -> bool:
-        """Whether the driver numbers processes as this judge does: it lists the judge (which
-        holds a CUDA context) among the device's compute processes."""
-        try:
-            running = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
-        except Exception:
-            return False
-        return os.getpid() in {p.pid for p in running}
-
-
-def disturbed(seen: dict[str, Any] | None) -> bool:
-    """Whether a window must be timed again: another process used the device during it, as far
-    as the driver could tell this judge."""
-    return bool(seen and seen.get("sampled") and seen.get("comparable") and seen.get("others"))
 
 
 def describe(seen: dict[str, Any] | None) -> str | None:
-    """One line on what the driver saw during the timing window that counted, for the owner
-    (the processes counted, never their pids); None where nothing was sampled."""
+    """One line on what the driver saw during the timing window that counted, for the owner;
+    None where nothing was sampled."""
     if not isinstance(seen, dict) or not seen.get("sampled"):
         return None
     parts = []
@@ -159,10 +170,10 @@ def describe(seen: dict[str, Any] | None) -> str | None:
         if ends:
             span = f"{ends[0]:g}" if len(set(ends)) == 1 else f"{ends[0]:g} to {ends[-1]:g}"
             parts.append(f"{label} {span} {unit}")
-    others = len(seen.get("others") or [])
+    others = seen.get("others") if isinstance(seen.get("others"), int) else 0
     counted = f"{others} other process{'es' if others != 1 else ''}"
     if not seen.get("comparable"):
-        company = f"{counted} seen, which the judge cannot tell from its own"
+        company = f"{counted} seen, not told apart from the judge's own"
     elif others:
         company = f"{counted} used it"
     else:

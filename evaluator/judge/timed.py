@@ -20,8 +20,7 @@ _TIMING_FACTS = ("n", "stopped", "rel_err", "input_sets", "flushes")
 
 
 # Times both sides are timed when the judge's clock does not confirm the worker's report (a
-# host busy for a moment, or a report it cannot vouch for), or when another process used the
-# device during the window.
+# host busy for a moment, or a report it cannot vouch for).
 TIMING_ATTEMPTS = 3
 
 
@@ -175,12 +174,12 @@ class TimedPhases:
     def _timed_attempts(self, ref_model: Any, draw: Any, summarize: Any, *,
                         n_sets: int) -> tuple[list[dict], list[dict], list[Any], dict, Any]:
         """Candidate then reference, with the device to this evaluation alone (gate.py), until
-        the judge's clock vouches for the candidate's samples and the driver saw no other
-        process use the device (provenance.py), or TIMING_ATTEMPTS are spent. Returns the
-        attempts, the candidate's records and outputs, and the worker's reply to "late" (what
-        it kept) with its values."""
+        the judge's clock vouches for the candidate's samples or TIMING_ATTEMPTS are spent; what
+        the driver saw of each window is kept with it (provenance.py). Returns the attempts, the
+        candidate's records and outputs, and the worker's reply to "late" (what it kept) with
+        its values."""
         from evaluator.judge.clock import TimingLoop, vouch
-        from evaluator.judge.provenance import DeviceWatch, disturbed
+        from evaluator.judge.provenance import DeviceWatch
         from evaluator.timing import flush_ms
 
         on_gpu = self.device != "cpu"
@@ -223,7 +222,7 @@ class TimedPhases:
                                      "offset": offset})
                     records += cand.records
                     outputs += cand.outputs
-                    if report["confirmed"] and not disturbed(seen):
+                    if report["confirmed"]:
                         break
             finally:
                 self.result["timing_window"][1] = time.time()
@@ -234,8 +233,6 @@ class TimedPhases:
     def _record_timing(self, attempts: list[dict], *, n_sets: int) -> None:
         """The last attempt's medians, speedup and the clock's report on the result; the
         samples unconfirmed by the judge's clock flagged."""
-        from evaluator.judge.provenance import disturbed
-
         last = attempts[-1]
         cand, ref, report = last["cand"], last["ref"], last["report"]
         cand_stats = {**cand.stats(), "input_sets": n_sets}
@@ -260,17 +257,12 @@ class TimedPhases:
             "neighbours_stopped": self.gate.frozen[-1] if self.gate.frozen else None,
             # The driver's view of the window: clocks, power, other processes (provenance.py).
             "device_seen": last["seen"],
-            "windows_disturbed": sum(disturbed(a["seen"]) for a in attempts),
         }
-        from evaluator.flags import TIMING_UNCONFIRMED
-
         if not report["confirmed"]:
+            from evaluator.flags import TIMING_UNCONFIRMED
+
             self.flag(TIMING_UNCONFIRMED, {k: report.get(k) for k in (
                 "reason", "judge_median_ms", "reported_median_ms", "vouched_median_ms")})
-        elif disturbed(last["seen"]):
-            self.flag(TIMING_UNCONFIRMED, {
-                "reason": "another process used the device in every timing window",
-                "others": last["seen"]["others"]})
 
     def _verify_timed_outputs(self, ref_model: Any, draw: Any, summarize: Any,
                               attempts: list[dict], records: list[dict], outputs: list[Any],
