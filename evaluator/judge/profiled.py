@@ -136,17 +136,17 @@ class ProfiledPhases:
                 return evidence.extension_evidence(
                     reported, worker_pid=handle.proc.pid, build_root=Path(build),
                     sandbox_root=handle.build_dir)
+            # The source's kernels in its language (@triton.jit, Helion's, TileLang's...), and
+            # those the report names (a device kernel's name holds its source kernel's).
+            source = backend.kernel_names(kernels)
+            named = [n for n in source if any(n in r for r in reported)] or reported
             if backend.evidence == "triton":
-                source = backend.kernel_names(kernels)  # @triton.jit, or Helion's kernels
-                names = [n for n in source if any(n == r or n in r for r in reported)]
                 return evidence.triton_evidence(
-                    names or reported, source_kernels=source, build_root=Path(build),
+                    named, source_kernels=source, build_root=Path(build),
                     on_gpu=on_gpu, prefix=backend.kernel_prefix)
             if backend.evidence == "cache":  # a compiler's own cache (TileLang, CuTe, cuTile)
-                source = backend.kernel_names(kernels)
-                names = [n for n in source if any(n == r or n in r for r in reported)]
                 return evidence.cache_evidence(
-                    names or reported, source_kernels=source, build_root=Path(build),
+                    named, source_kernels=source, build_root=Path(build),
                     device_names={n: backend.device_kernel_name(n).removesuffix(
                         backends.MANGLED) for n in source},
                     folder=str(backend.cache_folder), on_gpu=on_gpu)
