@@ -117,6 +117,9 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         # Set by the phases in order (_load_reference, _load_candidate): the seeds, the
         # reference's init inputs and model, the load request the workers were sent.
         self.seeds: dict[str, Any] = {}
+        # The trials' expected outputs, summarised as timed outputs are (timed.py): a cache
+        # keyed on an address a trial used answers a timed call with one of them.
+        self.trial_answers: list[tuple[list[dict], Any]] = []
         self.init_inputs: Any = None
         self.ref_model: Any = None
         self.load_request: dict[str, Any] = {}
@@ -394,6 +397,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
                     with contextlib.nullcontext() if early else self.gate.shared():
                         self._trial(k, self.reference, self.ref_model, pattern, left_running,
                                     earlier_expected)
+                self.trial_answers = [self._timed_summary(e) for e in earlier_expected]
                 if early:
                     t0 = time.perf_counter()
                     self.profiler.collect(self.deadline)

@@ -154,22 +154,25 @@ class TimedPhases:
         first call of each set from the timing seeds, later ones from a seed the worker never
         holds; and how a timed output is summarised (sampled) for the later check."""
         from evaluator.loading import make_inputs
-        from evaluator.samples import draw_inputs, summarize_output
+        from evaluator.samples import draw_inputs
 
         device, precision = self.device, self.job["precision"]
         n_sets = len(seeds["timing"])
         later = draw_inputs(reference, derive_check_seed(seeds["checks"], 1), device, precision)
-        sample_seed = derive_check_seed(seeds["checks"], 2)
 
         def draw(j: int, k: int) -> list:
             if k == 0 and j < n_sets:
                 return make_inputs(reference, seeds["timing"][j], device, precision)
             return later(j, k)
 
-        def summarize(out: Any) -> tuple[list[dict], Any]:
-            return summarize_output(out, sample_seed)
+        return draw, self._timed_summary
 
-        return draw, summarize
+    def _timed_summary(self, out: Any) -> tuple[list[dict], Any]:
+        """How a timed output is summarised (sampled) for the later check; the trials' answers
+        are summarised the same way, to name a timed call that returned one of them."""
+        from evaluator.samples import summarize_output
+
+        return summarize_output(out, derive_check_seed(self.seeds["checks"], 2))
 
     def _timed_attempts(self, ref_model: Any, draw: Any, summarize: Any, *,
                         n_sets: int) -> tuple[list[dict], list[dict], list[Any], dict, Any]:
@@ -299,7 +302,8 @@ class TimedPhases:
             flags, details = exploits.verify_timed_calls(
                 records, outputs, late, expected_for, claimed_calls=len(records),
                 made_calls=made if isinstance(made, int) and not isinstance(made, bool) else -1,
-                atol=self.job["atol"], rtol=self.job["rtol"])
+                atol=self.job["atol"], rtol=self.job["rtol"],
+                untimed_answers=self.trial_answers)
             details["refresh"] = str(self.checks.get("refresh") or "none")
             if {f for f in flags if f in exploits.REJECTING} == {"timed_output_incorrect"} and (
                     details.get("wrong_calls")):
