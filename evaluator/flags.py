@@ -43,8 +43,8 @@ NOTES: dict[str, str] = {
     ),
     TIMING_UNCONFIRMED: (
         "the judge's own clock around each timed call did not confirm the times the kernel's "
-        "process reported, timed twice: kept off the boards until it is evaluated again (a "
-        "loaded host, or a report the judge cannot vouch for)"
+        "process reported, in any of its timing attempts: kept off the boards until it is "
+        "evaluated again (a loaded host, or a report the judge cannot vouch for)"
     ),
 }
 HOLDING_NOTES = frozenset({TIMING_NOT_REPRODUCED, TIMING_UNCONFIRMED})

@@ -473,8 +473,9 @@ def submission_ranking(submission: Submission) -> dict:
         return _ranking(
             RankingDetail.TIMING_UNCONFIRMED,
             "Held: the judge's own clock did not confirm the times the kernel's process "
-            "reported, timed twice (a loaded host, or a report it cannot vouch for). It is kept "
-            "off the board as a note, not an exploit; its owner can ask for another attempt.",
+            "reported, in any of its timing attempts (a loaded host, or a report it cannot vouch "
+            "for). It is kept off the board as a note, not an exploit; its owner can ask for "
+            "another attempt.",
         )
     if scoring.exploits(row):
         flags = ", ".join(scoring.exploits(row))
