@@ -395,8 +395,8 @@ EXPLOITS = [
     # What a kernel reaches inside its own process (tests/exploits/test_judge_owns_timing.py).
     _case("precomputing the timed answers", RELU, SUITE / "precomputes_timed_answers.py",
           "torch", "rejected", gpu_only=False),
-    # It answers a tensor shaped like the input that the worker still holds: a timed call's or,
-    # when the allocator hands a timed call a trial's address, a trial's (then result_caching).
+    # It answers the first tensor shaped like its input that it finds in the worker: where that
+    # is a correctness trial's input, its answer is a trial's, named result_caching.
     _case("reading seeds and future inputs", RELU, SUITE / "reads_seeds_and_future_inputs.py",
           "torch", "rejected", gpu_only=False,
           any_of=("timed_output_incorrect", "result_caching")),
