@@ -36,6 +36,7 @@ from typing import Any
 
 from evaluator import EVALUATOR_VERSION, backends
 from evaluator.errors import is_oom, short_message, unavailable_reason
+from evaluator.judge.evidence import process_tree, processes_left_running
 from evaluator.judge.gate import DeviceGate
 from evaluator.judge.profiled import ProfiledPhases
 from evaluator.judge.timed import TimedPhases
@@ -335,6 +336,8 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         # Loading is a step on the device like a trial (load_holds_device), held shared until
         # the worker has replied, its device synchronised.
         gated_load = load_holds_device(job)
+        # The worker's processes before the kernel's code runs (_name_processes_left_running).
+        self.processes_before_load = set(process_tree(self.worker.proc.pid))
         with self.gate.shared() if gated_load else contextlib.nullcontext():
             self.worker.post(self.load_request, self.init_inputs, phase="compile")
             with contextlib.nullcontext() if gated_load else self.gate.shared():
@@ -398,6 +401,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
                         self._trial(k, self.reference, self.ref_model, pattern, left_running,
                                     earlier_expected)
                 self.trial_answers = [self._timed_summary(e) for e in earlier_expected]
+                self._name_processes_left_running()
                 if early:
                     t0 = time.perf_counter()
                     self.profiler.collect(self.deadline)
@@ -406,6 +410,15 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
                 if early:  # its device work ends before the device is let go
                     self.profiler.handle.end()
         return bool(early)
+
+    def _name_processes_left_running(self) -> None:
+        """A process the kernel started (at import or in a call) and left running through the
+        trials: work beside the calls, on a shared GPU beside other evaluations' timing. Each
+        call's new children are counted by the worker (exploits.LeftRunning); one started
+        before the first call is found only here, from the judge's side."""
+        left = processes_left_running(self.worker.proc.pid, self.processes_before_load)
+        if left:
+            self.flag("background_process", {"left_running": left[:10]})
 
     def _time(self) -> None:
         """The same timed call for candidate and reference, on the same draws, on the same
