@@ -120,6 +120,8 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         "peak_bandwidth_gbs": hardware.peak_bandwidth_gbs,
         "peak_tflops": hardware.peak_tflops or {},
         "time_limit_s": settings.EVALUATION_TIME_LIMIT,
+        **({"timing": {"max_reps": settings.EVALUATION_MAX_REPS}}
+           if settings.EVALUATION_MAX_REPS > 0 else {}),
         "profile_process": profile_process,
         **sharing_fields(hardware, submission.problem_version, profile_process=profile_process),
     }

@@ -263,6 +263,11 @@ REDIS_URL = env("REDIS_URL")
 # of memory runs again alone within what is left of it (evaluator/runner/sandbox.py): twice
 # the limit covers both.
 EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", 300)
+# At most this many timed calls per side of an evaluation (0: the judge's own cap, 100 on the
+# CPU and 500 on a GPU, evaluator/config.py). Fewer calls widen a median's interval; the test
+# suite takes 30 (tests/environment.py): a CPU evaluation spends most of its time timing, and
+# no test compares figures that close.
+EVALUATION_MAX_REPS = env_int("EVALUATION_MAX_REPS", 0)
 Q_TIMEOUT = env_int("Q_TIMEOUT", 2 * EVALUATION_TIME_LIMIT + 60)
 Q_RETRY = env_int("Q_RETRY", Q_TIMEOUT + 60)
 Q_CLUSTER = {

@@ -21,6 +21,10 @@ os.environ.setdefault("RUNNER_SELF_TEST", "0")
 # Nor do they ask for the validations their hardware lacks (a GPU test's runner would queue one
 # per published problem beside the work it measures); tests/test_gpu_sharing.py covers that.
 os.environ.setdefault("RUNNER_VALIDATE_MISSING", "0")
+# A CPU evaluation spends most of its seconds timing (100 calls a side, evaluator/config.py):
+# 30 are enough for what the tests check of a runner's evaluations (none compares medians that
+# close), and save about 2 s an evaluation over a suite that makes hundreds.
+os.environ.setdefault("EVALUATION_MAX_REPS", "30")
 
 # Each test run builds into a cache of its own: an entry kept from an earlier run (same owner
 # key, same source) would hand that run's build folder to this one's first evaluation.

@@ -153,7 +153,7 @@ def test_a_task_that_cannot_reach_the_broker_after_the_commit_is_queued_by_the_s
     def lock_right_after_the_commit() -> None:
         # Registered before the submission's own callbacks, so it runs first: the enqueue that
         # follows meets the lock, tries three times, and gives up.
-        context = database_locked_for(12)  # well past three tries of 1 s each
+        context = database_locked_for(7)  # past three tries of 1 s each and their 1.5 s of waits
         holders.append(context)
         context.__enter__()
 

@@ -5,7 +5,7 @@ and GPUs set to one evaluation at a time, name none."""
 import pytest
 
 from evaluation.models import Hardware
-from evaluator.config import normalize_job
+from evaluator.config import DEFAULT_TIMING, normalize_job
 from gpu_runner.curation import baseline_job, validation_job
 from gpu_runner.management.commands.runner import worker_env
 from gpu_runner.services import build_job
@@ -88,6 +88,18 @@ def test_cpu_jobs_and_a_gpu_set_to_one_evaluation_at_a_time_share_nothing(
     assert cpu_job["gate_dir"] is None and cpu_job["memory_need_bytes"] == 0
     settings.RUNNER_EVALUATIONS_PER_GPU = 1
     assert "gate_dir" not in build_job(_submission(user, relu_problem, h200))
+
+
+def test_a_runner_set_to_fewer_timed_calls_caps_them_and_unset_leaves_the_judges_own(
+        user, relu_problem, cpu_hardware, h200, settings):
+    settings.EVALUATION_MAX_REPS = 30
+    cpu_job = normalize_job(build_job(_submission(user, relu_problem, cpu_hardware)))
+    assert cpu_job["timing"]["max_reps"] == 30
+    assert cpu_job["timing"]["warmup"] == DEFAULT_TIMING["warmup"]  # only the cap changes
+    settings.EVALUATION_MAX_REPS = 0
+    assert "timing" not in build_job(_submission(user, relu_problem, cpu_hardware))
+    gpu_job = normalize_job(build_job(_submission(user, relu_problem, h200)))
+    assert gpu_job["timing"]["max_reps"] == DEFAULT_TIMING["max_reps"]
 
 
 def test_a_gpus_cluster_runs_the_configured_number_of_evaluations_and_a_cpu_slot_one(
