@@ -45,6 +45,11 @@ DEFAULT_TIMING: dict[str, Any] = {
 # made the timing 6 of an evaluation's 8 s. 100 keep the median's standard error near 1%.
 CPU_TIMING: dict[str, Any] = {"max_reps": 100, "warmup_ms": 25.0}
 
+def default_timing(device: str) -> dict[str, Any]:
+    """The timing settings a job on this device gets unless it names its own."""
+    return {**DEFAULT_TIMING, **(CPU_TIMING if device == "cpu" else {})}
+
+
 def _env_limit(name: str, default: Any) -> Any:
     """A limit the runner's operator sets in its environment: a number of MiB, "auto", or
     "none" (no limit)."""
@@ -128,9 +133,7 @@ def normalize_job(job: Job) -> Job:
     out["n_trials"] = int(out.get("n_trials") or DEFAULT_N_TRIALS)
     if out["n_trials"] < 1:
         raise JobError("n_trials must be at least 1")
-    timing = dict(DEFAULT_TIMING)
-    if out["device"] == "cpu":
-        timing.update(CPU_TIMING)
+    timing = default_timing(out["device"])
     timing.update(out.get("timing") or {})
     out["timing"] = timing
     limits = dict(DEFAULT_LIMITS)

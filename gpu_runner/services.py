@@ -17,6 +17,7 @@ from django.utils import timezone
 from competitions.services import standings_refresh_for
 from evaluation import leases, scoring
 from evaluation.models import Runner
+from evaluator.config import default_timing
 from evaluator.errors import clean_text, truncate
 from evaluator.judge.gate import DeviceGate
 from evaluator.runner import results, sandbox
@@ -94,6 +95,14 @@ def _fresh_seed(avoid: set[int]) -> int:
     return seed
 
 
+def _timing_cap(device: str) -> dict:
+    """EVALUATION_MAX_REPS, where it lowers the judge's own cap of timed calls per side."""
+    cap = settings.EVALUATION_MAX_REPS
+    if cap and cap < default_timing(device)["max_reps"]:
+        return {"timing": {"max_reps": cap}}
+    return {}
+
+
 def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) -> Job:
     problem = submission.problem
     hardware = submission.hardware
@@ -120,8 +129,7 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         "peak_bandwidth_gbs": hardware.peak_bandwidth_gbs,
         "peak_tflops": hardware.peak_tflops or {},
         "time_limit_s": settings.EVALUATION_TIME_LIMIT,
-        **({"timing": {"max_reps": settings.EVALUATION_MAX_REPS}}
-           if settings.EVALUATION_MAX_REPS > 0 else {}),
+        **_timing_cap(device),
         "profile_process": profile_process,
         **sharing_fields(hardware, submission.problem_version, profile_process=profile_process),
     }

@@ -268,6 +268,9 @@ EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", 300)
 # suite takes 30 (tests/environment.py): a CPU evaluation spends most of its time timing, and
 # no test compares figures that close.
 EVALUATION_MAX_REPS = env_int("EVALUATION_MAX_REPS", 0)
+if 0 < EVALUATION_MAX_REPS < 3:
+    # Fewer than 3 calls give no interval: the judge's clock could never confirm a timing.
+    raise ValueError(f"EVALUATION_MAX_REPS={EVALUATION_MAX_REPS}: 0 (the judge's cap) or 3 and up")
 Q_TIMEOUT = env_int("Q_TIMEOUT", 2 * EVALUATION_TIME_LIMIT + 60)
 Q_RETRY = env_int("Q_RETRY", Q_TIMEOUT + 60)
 Q_CLUSTER = {

@@ -100,6 +100,9 @@ def test_a_runner_set_to_fewer_timed_calls_caps_them_and_unset_leaves_the_judges
     assert "timing" not in build_job(_submission(user, relu_problem, cpu_hardware))
     gpu_job = normalize_job(build_job(_submission(user, relu_problem, h200)))
     assert gpu_job["timing"]["max_reps"] == DEFAULT_TIMING["max_reps"]
+    settings.EVALUATION_MAX_REPS = 10_000  # a cap, never a raise
+    assert normalize_job(build_job(_submission(user, relu_problem, h200)))["timing"] == (
+        gpu_job["timing"])
 
 
 def test_a_gpus_cluster_runs_the_configured_number_of_evaluations_and_a_cpu_slot_one(

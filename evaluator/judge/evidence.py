@@ -52,39 +52,30 @@ def process_tree(root_pid: int) -> list[int]:
     return seen
 
 
-# torch.compile's pool of compile workers: started by PyTorch on a first compile and kept for the
-# next, in the worker's process tree like a child of the kernel's own.
-COMPILE_WORKER = "_inductor/compile_worker/__main__.py"
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """A process's state letter and parent pid, or None when it is gone."""
+def _state(pid: int) -> str | None:
+    """A process's state letter (R, S, D, T, Z...), or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces and ")"
-        return fields[0], int(fields[1])
-    except (OSError, IndexError, ValueError):
+            return f.read().rsplit(")", 1)[1].split()[0]  # the name may hold spaces and ")"
+    except (OSError, IndexError):
         return None
 
 
 def processes_left_running(root_pid: int, before: set[int]) -> list[dict[str, Any]]:
     """The living processes below `root_pid` that were not there when `before` was taken (the
     worker's tree before the kernel was loaded), each with its command line: what the kernel
-    started and left running. PyTorch's compile workers, and what they started, are not counted.
-    Read from /proc by the judge: nothing in the sandbox can hide a process from it."""
+    started and left running. Read from /proc by the judge, outside the sandbox; no process is
+    excused by its name, which a process can rewrite (torch.compile compiles in the worker's
+    own process there: sandbox.py sets TORCHINDUCTOR_COMPILE_THREADS=1)."""
     left: list[dict[str, Any]] = []
-    libraries: set[int] = set()
-    for pid in process_tree(root_pid):  # a parent comes before its children
-        stat = _stat(pid)
-        if pid in before or stat is None or stat[0] in "ZX":
+    for pid in process_tree(root_pid):
+        state = _state(pid)
+        if pid in before or state is None or state in "ZX":
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
-            continue
-        if COMPILE_WORKER in command or stat[1] in libraries:
-            libraries.add(pid)
             continue
         left.append({"pid": pid, "command": command[:200]})
     return left

@@ -110,6 +110,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         }
         self.worker: WorkerHandle | None = None
         self.profiler: Profiler | None = None
+        self.processes_before_load: set[int] | None = None  # the worker's, by _load_candidate
         self.round_trip: dict[str, float] = {}
         self.ref_timer: Any = None  # timing.CallTimer, the judge's (made by _calibrate)
         self.echo: Any = None  # judge_clock.Echo
@@ -412,10 +413,13 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         return bool(early)
 
     def _name_processes_left_running(self) -> None:
-        """A process the kernel started (at import or in a call) and left running through the
-        trials: work beside the calls, on a shared GPU beside other evaluations' timing. Each
-        call's new children are counted by the worker (exploits.LeftRunning); one started
-        before the first call is found only here, from the judge's side."""
+        """A process the kernel started (at import or in a call) and left running, looked for
+        once the trials end and again once the timing ends: work beside the calls, on a
+        shared GPU beside other evaluations' timing. The worker counts each trial's new
+        children too (exploits.LeftRunning); one started at import or in a timed call is
+        found only here, from the judge's side."""
+        if self.worker is None or self.processes_before_load is None:
+            return
         left = processes_left_running(self.worker.proc.pid, self.processes_before_load)
         if left:
             self.flag("background_process", {"left_running": left[:10]})
@@ -427,6 +431,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         t_timing = time.perf_counter()
         rejecting = self._time_candidate_and_reference(self.reference, self.ref_model,
                                                        self.seeds)
+        self._name_processes_left_running()
         self.add_phase_time("timing", time.perf_counter() - t_timing)
         self.reject_if_needed(rejecting, "timed calls")
 

@@ -116,6 +116,11 @@ def scrubbed_env(job: dict, workdir: Path) -> dict[str, str]:
         # history, so one side could pay page faults on every output it allocates and the
         # other none (a 1 MiB CPU add measured 0.46 ms instead of 0.035 ms in the judge):
         # fixed, allocations up to 32 MiB (glibc's maximum) reuse freed memory on both sides.
+        # torch.compile compiles in the worker's own process: its default pool of compile
+        # workers would stay alive beside the calls, and the judge names every process a
+        # kernel leaves running (Judge._name_processes_left_running) by no name a process
+        # could give itself.
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
         # Nothing is downloaded during an evaluation: the hub's libraries read HF_HOME only.
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
