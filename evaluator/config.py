@@ -45,6 +45,7 @@ DEFAULT_TIMING: dict[str, Any] = {
 # made the timing 6 of an evaluation's 8 s. 100 keep the median's standard error near 1%.
 CPU_TIMING: dict[str, Any] = {"max_reps": 100, "warmup_ms": 25.0}
 
+
 def default_timing(device: str) -> dict[str, Any]:
     """The timing settings a job on this device gets unless it names its own."""
     return {**DEFAULT_TIMING, **(CPU_TIMING if device == "cpu" else {})}

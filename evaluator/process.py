@@ -23,6 +23,16 @@ def total_memory_bytes() -> int:
         return 0
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (which may hold spaces and ")"): the
+    state letter first, then the parent pid...; None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def resolve_limits(limits: dict[str, Any], on_gpu: bool) -> dict[str, int | None]:
     """Turn the job's limits into rlimit values (None = leave as is)."""
     as_mb = limits.get("address_space_mb")

@@ -25,6 +25,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evaluator.process import stat_fields
+
 MAX_SO_BYTES = 1 << 30  # a candidate's extension larger than this is not read
 MAX_CACHE_FILES = 2000  # files of a compiler's cache folder read for the names, at most
 
@@ -52,15 +54,6 @@ def process_tree(root_pid: int) -> list[int]:
     return seen
 
 
-def _state(pid: int) -> str | None:
-    """A process's state letter (R, S, D, T, Z...), or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]  # the name may hold spaces and ")"
-    except (OSError, IndexError):
-        return None
-
-
 def processes_left_running(root_pid: int, before: set[int]) -> list[dict[str, Any]]:
     """The living processes below `root_pid` that were not there when `before` was taken (the
     worker's tree before the kernel was loaded), each with its command line: what the kernel
@@ -69,8 +62,10 @@ def processes_left_running(root_pid: int, before: set[int]) -> list[dict[str, An
     own process there: sandbox.py sets TORCHINDUCTOR_COMPILE_THREADS=1)."""
     left: list[dict[str, Any]] = []
     for pid in process_tree(root_pid):
-        state = _state(pid)
-        if pid in before or state is None or state in "ZX":
+        if pid in before:
+            continue
+        fields = stat_fields(pid)
+        if not fields or fields[0] in "ZX":  # gone, or ended and not yet reaped
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -66,11 +66,10 @@ OWNER_FILE = "kb-runner"  # beside a mounted slot: the pid and start time of the
 
 
 def _process_start(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    from evaluator.process import stat_fields
+
+    fields = stat_fields(pid)
+    return fields[19] if fields and len(fields) > 19 else None
 
 
 def _mark_owner(slot: Path) -> None:
