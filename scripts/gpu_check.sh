@@ -20,6 +20,9 @@
 # before; with two GPUs side by side, the before on GPU 1 while the sections named after it run on
 # GPU 0; with one, the before of 19_ReLU alone after the after; SPEED_AFTER=0, BEFORE_ONLY and
 # BEFORE_REPEATS narrow it), drain (40 level 1 evaluations on every GPU, then on GPU 0 alone),
+# languages (scripts/languages_check.py: Helion, TileLang, CuTe DSL and cuTile through a real
+# runner, right, wrong, never-launched and fallback kernels, first and warm; their wheels
+# from scripts/fetch_language_wheels.sh in .lang/, LANGUAGES to narrow it),
 # curation (scripts/gpu_curation.sh: validation and baselines, one shard per GPU; by default
 # levels 1 and 2, eager; the site's database comes back as $OUT/curation.sqlite3 and
 # CURATION_DB=that file resumes from it, its curation as $OUT/curation.json and
@@ -211,6 +214,36 @@ print(starter_file(open(sys.argv[1]).read(), sys.argv[2], slug=sys.argv[3]))' \
             python3 scripts/runner_check.py --kernelbench "$KB" --set level1 --copies 5 \
                 --precompile --devices 0 --timeout "${DRAIN_TIMEOUT:-300}" 2>&1 \
                 | tee "$OUT/drain_one.log" ;;
+        # Kernel languages beside CUDA and Triton (issue 39) through a real runner
+        # (scripts/languages_check.py): each language of LANGUAGES (default: those whose wheels
+        # lie complete in .lang/, scripts/fetch_language_wheels.sh) installed from its wheels,
+        # its parts joined and checked against its MANIFEST first; cuTile needs no wheel here
+        # (its compiler does not target a Hopper GPU: the check expects it left out).
+        languages)
+            langs=${LANGUAGES:-}
+            for dir in .lang/*/; do
+                [ -f "$dir/MANIFEST" ] || continue
+                lang=$(basename "$dir") missing=0
+                mkdir -p "/tmp/lang/$lang"
+                while read -r sum name; do
+                    if [ -f "$(ls "$dir"/*/"$name" 2>/dev/null | head -n 1)" ]; then
+                        cp "$dir"/*/"$name" "/tmp/lang/$lang/"
+                    else
+                        find "$dir" -name "$name.part-*" | awk -F'part-' '{print $NF, $0}' \
+                            | sort | cut -d' ' -f2- | xargs -r cat >"/tmp/lang/$lang/$name"
+                    fi
+                    echo "$sum  /tmp/lang/$lang/$name" | sha256sum -c --quiet - || missing=1
+                done <"$dir/MANIFEST"
+                if [ $missing = 1 ]; then
+                    echo "$lang: wheels incomplete (a folder of .lang/$lang not carried yet?)"
+                    continue
+                fi
+                python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+                    --upgrade --target /tmp/site "/tmp/lang/$lang"/*.whl || status=1
+                [ -n "${LANGUAGES:-}" ] || langs="${langs:+$langs,}$lang"
+            done
+            python3 scripts/languages_check.py --kernelbench "$KB" --languages "${langs:-cutile}" \
+                2>&1 | tee "$OUT/languages.log" ;;
         curation) scripts/gpu_curation.sh "$KB" "$OUT" 2>&1 | tee "$OUT/curation.log" ;;
         *) echo "unknown section $section"; status=2 ;;
     esac

@@ -73,6 +73,84 @@ def guess_backend(source: str) -> str:
     return "torch"
 
 
+def throwaway_site(*, time_limit: str) -> Path:
+    """A throwaway SQLite site in a folder of its own, migrated and set up (Django imported)."""
+    var = Path(tempfile.mkdtemp(prefix="kbsite-runner-check-"))
+    # Its own secret key (DEBUG is off unless asked for).
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "kbsite.settings",
+            "KBSITE_VAR_DIR": str(var),
+            "EVALUATION_TIME_LIMIT": time_limit,
+            "RUNNER_HEARTBEAT_SECONDS": "2",
+            "LOG_LEVEL": "WARNING",
+            # One runner and every submission evaluated once: a new record's second evaluation
+            # wants another runner (tests/test_reverification.py covers it).
+            "REVERIFY_NEW_RECORDS": "0",
+            "QUOTA_GPU_SECONDS_PER_DAY": "10000000",  # a drain of many, by one user
+        }
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return var
+
+
+def import_problem(root: Path, problem_file: str):
+    """The published problem of a KernelBench file (`level1/19_ReLU.py` under `root`)."""
+    from problems.services import FILENAME_PATTERN, problem_upsert
+
+    level_dir, filename = problem_file.split("/")
+    match = FILENAME_PATTERN.match(filename)
+    return problem_upsert(
+        level=int(level_dir.removeprefix("level")),
+        number=int(match["number"]),
+        name=match["name"],
+        source=(root / problem_file).read_text(),
+        publish=True,
+    ).problem
+
+
+ROW_HEADER = (f"{'#':>4} {'kernel':48} {'backend':8} {'verdict':14} {'cand ms':>9} "
+              f"{'ref ms':>9} {'speedup':>8} {'compile s':>9} {'eval s':>7} {'device':>6}")
+
+
+def result_row(kernel_file: str, submission, evaluation) -> str:
+    """One finished submission as a line of ROW_HEADER's table."""
+    if evaluation is None:
+        return (f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:8} "
+                f"{submission.verdict} (no evaluation stored)")
+    phases = evaluation.phases or {}
+
+    def fmt(value, spec=".4g"):
+        return "-" if value is None else format(value, spec)
+
+    return (f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:8} "
+            f"{evaluation.verdict:14} {fmt(evaluation.candidate_median_ms):>9} "
+            f"{fmt(evaluation.reference_median_ms):>9} {fmt(evaluation.speedup, '.3g'):>8} "
+            f"{fmt(phases.get('compile'), '.3g'):>9} {fmt(phases.get('wall'), '.3g'):>7} "
+            f"{evaluation.runner_name.rsplit(':', 1)[-1]:>6}")
+
+
+def start_runner(var: Path, slug: str, devices: str = "") -> subprocess.Popen:
+    """`manage.py runner` for this site, its output in var/runner.log."""
+    runner_args = [sys.executable, "manage.py", "runner", "--hardware", slug]
+    if devices:
+        runner_args += ["--devices", devices]
+    log = open(var / "runner.log", "w")  # noqa: SIM115 (open while the runner runs)
+    return subprocess.Popen(runner_args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop_runner(runner: subprocess.Popen) -> None:
+    if runner.poll() is None:
+        runner.terminate()
+        runner.wait(timeout=60)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernelbench", default=str(REPO.parent / "shared" / "kernelbench"))
@@ -90,33 +168,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1500)
     args = parser.parse_args()
 
-    var = Path(tempfile.mkdtemp(prefix="kbsite-runner-check-"))
-    # A throwaway site: its own secret key (DEBUG is off unless asked for).
-    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "kbsite.settings",
-            "KBSITE_VAR_DIR": str(var),
-            "EVALUATION_TIME_LIMIT": args.time_limit,
-            "RUNNER_HEARTBEAT_SECONDS": "2",
-            "LOG_LEVEL": "WARNING",
-            # One runner and every submission evaluated once: a new record's second evaluation
-            # wants another runner (tests/test_reverification.py covers it).
-            "REVERIFY_NEW_RECORDS": "0",
-            "QUOTA_GPU_SECONDS_PER_DAY": "10000000",  # a drain of many, by one user
-        }
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    var = throwaway_site(time_limit=args.time_limit)
     from django.contrib.auth import get_user_model
 
     from evaluation.services import hardware_register
     from gpu_runner.detect import detect
-    from problems.services import FILENAME_PATTERN, SAMPLES_DIR, problem_upsert
+    from problems.services import SAMPLES_DIR
     from submissions.models import Evaluation
     from submissions.services import submission_create
 
@@ -141,15 +198,7 @@ def main() -> int:
             print(f"skipped (missing): {kernel_file}")
             continue
         if problem_file not in problems:
-            level_dir, filename = problem_file.split("/")
-            match = FILENAME_PATTERN.match(filename)
-            problems[problem_file] = problem_upsert(
-                level=int(level_dir.removeprefix("level")),
-                number=int(match["number"]),
-                name=match["name"],
-                source=(problems_root / problem_file).read_text(),
-                publish=True,
-            ).problem
+            problems[problem_file] = import_problem(problems_root, problem_file)
         source = kernel_path.read_text()
         submissions.append(
             (
@@ -169,10 +218,8 @@ def main() -> int:
           f"Triton {hardware.triton_version}, driver {hardware.driver_version}, "
           f"peak {hardware.peak_bandwidth_gbs} GB/s; {len(submissions)} submissions queued",
           flush=True)
-    header = (f"{'#':>4} {'kernel':48} {'backend':7} {'verdict':14} {'cand ms':>9} {'ref ms':>9} "
-              f"{'speedup':>8} {'compile s':>9} {'eval s':>7} {'device':>6}")
-    print(header)
-    print("-" * len(header), flush=True)
+    print(ROW_HEADER)
+    print("-" * len(ROW_HEADER), flush=True)
     spans: dict[str, list[tuple[float, float]]] = {}
     printed: set[int] = set()
 
@@ -187,25 +234,11 @@ def main() -> int:
                 continue
             printed.add(submission.pk)
             evaluation = Evaluation.objects.filter(submission=submission).first()
-            if evaluation is None:
-                print(f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:7} "
-                      f"{submission.verdict} (no evaluation stored)", flush=True)
-                continue
-            phases = evaluation.phases or {}
-            device = evaluation.runner_name.rsplit(":", 1)[-1]
-            spans.setdefault(evaluation.runner_name, []).append(
-                (evaluation.started_at.timestamp(), evaluation.finished_at.timestamp())
-            )
-
-            def fmt(value, spec=".4g"):
-                return "-" if value is None else format(value, spec)
-
-            print(f"{submission.pk:>4} {kernel_file[-48:]:48} {submission.backend:7} "
-                  f"{evaluation.verdict:14} {fmt(evaluation.candidate_median_ms):>9} "
-                  f"{fmt(evaluation.reference_median_ms):>9} "
-                  f"{fmt(evaluation.speedup, '.3g'):>8} "
-                  f"{fmt(phases.get('compile'), '.3g'):>9} {fmt(phases.get('wall'), '.3g'):>7} "
-                  f"{device:>6}", flush=True)
+            print(result_row(kernel_file, submission, evaluation), flush=True)
+            if evaluation is not None:
+                spans.setdefault(evaluation.runner_name, []).append(
+                    (evaluation.started_at.timestamp(), evaluation.finished_at.timestamp())
+                )
 
     if args.precompile:
         from bench.eval_speed import precompile
@@ -218,11 +251,7 @@ def main() -> int:
                        hardware_is_cpu=hardware.kind == "cpu", owner=owner)
 
     started = time.monotonic()
-    runner_args = [sys.executable, "manage.py", "runner", "--hardware", slug]
-    if args.devices:
-        runner_args += ["--devices", args.devices]
-    log = open(var / "runner.log", "w")  # noqa: SIM115 (open while the runner runs)
-    runner = subprocess.Popen(runner_args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    runner = start_runner(var, slug, args.devices)
     try:
         while time.monotonic() - started < args.timeout:
             print_finished()
@@ -235,9 +264,7 @@ def main() -> int:
             time.sleep(1)
     finally:
         wall = time.monotonic() - started
-        if runner.poll() is None:
-            runner.terminate()
-            runner.wait(timeout=60)
+        stop_runner(runner)
     print_finished()
     finished = sum(len(runs) for runs in spans.values())
     for _, submission in submissions:
