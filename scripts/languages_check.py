@@ -18,7 +18,7 @@ and each language's first and warm evaluation times. A language the runner does 
 fails the check, unless its compiler does not target this GPU (cuTile on a Hopper one), which
 the runner's log says. Exits 0 only when every expectation holds. Needs a CUDA GPU; Django and
 the languages' packages come from the carried wheels on the GPU host (scripts/gpu_check.sh
-languages).
+languages). On a host without a GPU it says so and exits 2.
 """
 
 from __future__ import annotations
@@ -177,6 +177,9 @@ def main() -> int:
         print(f"hardware {hardware.slug}: {hardware.name}, arch {hardware.arch}, torch "
               f"{hardware.torch_version}, Triton {hardware.triton_version}; offers "
               f"{', '.join(hardware.backends)}", flush=True)
+        if hardware.kind == hardware.Kind.CPU:
+            print("these languages run on a CUDA GPU only, and this host has none")
+            return 2
         arch_refused = set(ARCH_REFUSAL.findall(log))
         offered = [name for name in languages if name in hardware.backends]
         for name in sorted(set(languages) - set(offered)):
