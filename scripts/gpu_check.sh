@@ -220,6 +220,9 @@ print(starter_file(open(sys.argv[1]).read(), sys.argv[2], slug=sys.argv[3]))' \
         # its parts joined and checked against its MANIFEST first; cuTile needs no wheel here
         # (its compiler does not target a Hopper GPU: the check expects it left out).
         languages)
+            # One build cache for the calls on this host: the runner's self-test builds its
+            # starters (the CUDA one takes the longest) once, not in every call.
+            export BUILD_CACHE_DIR=${BUILD_CACHE_DIR:-/tmp/kb-builds}
             langs=${LANGUAGES:-}
             for dir in .lang/*/; do
                 [ -f "$dir/MANIFEST" ] || continue
