@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import launcher
+from evaluator.process import stat_fields
 from evaluator.runner import buildcache
 
 CGROUP_ROOT_ENV = "KB_CGROUP_ROOT"  # a cgroup v2 folder delegated to the runner (operator)
@@ -66,8 +67,6 @@ OWNER_FILE = "kb-runner"  # beside a mounted slot: the pid and start time of the
 
 
 def _process_start(pid: int) -> str | None:
-    from evaluator.process import stat_fields
-
     fields = stat_fields(pid)
     return fields[19] if fields and len(fields) > 19 else None
 
