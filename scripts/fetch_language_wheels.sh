@@ -20,8 +20,9 @@ cd "$(dirname "$0")/.."
 language=${1:?"a language: helion, tilelang or cute"}
 chunk_mib=${2:-28}
 case $language in
-    # Helion compiles to Triton; filecheck is the one dependency the GPU host lacks.
-    helion) packages=(helion==1.5.1 filecheck==1.0.6) ;;
+    # Helion compiles to Triton; filecheck is the one dependency the GPU host lacks. 1.5.0, not
+    # 1.5.1: 1.5.1 imports IntelGPUError from torch._inductor, which torch 2.11 has not.
+    helion) packages=(helion==1.5.0 filecheck==1.0.6) ;;
     # TileLang lowers through TVM (apache-tvm-ffi) and compiles with the host's nvcc.
     tilelang) packages=(tilelang==0.1.15 apache-tvm-ffi==0.1.12 torch-c-dlpack-ext==0.1.5
                         z3-solver==4.15.4.0) ;;

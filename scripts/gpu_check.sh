@@ -264,7 +264,8 @@ print(starter_file(open(sys.argv[1]).read(), sys.argv[2], slug=sys.argv[3]))' \
             for dir in .lang/*/; do
                 [ -f "$dir/MANIFEST" ] || continue
                 lang=$(basename "$dir") missing=0
-                mkdir -p "/tmp/lang/$lang"
+                # Emptied first: a wheel joined by an earlier call (another pin) must not stay.
+                rm -rf "/tmp/lang/$lang"; mkdir -p "/tmp/lang/$lang"
                 while read -r sum name; do
                     if [ -f "$(ls "$dir"/*/"$name" 2>/dev/null | head -n 1)" ]; then
                         cp "$dir"/*/"$name" "/tmp/lang/$lang/"
@@ -278,8 +279,10 @@ print(starter_file(open(sys.argv[1]).read(), sys.argv[2], slug=sys.argv[3]))' \
                     echo "$lang: wheels incomplete (a folder of .lang/$lang not carried yet?)"
                     continue
                 fi
+                # Into the interpreter's own environment, where a deployment installs them: the
+                # sandboxed worker sees that environment's site-packages, never /tmp/site.
                 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-                    --upgrade --target /tmp/site "/tmp/lang/$lang"/*.whl || status=1
+                    --upgrade "/tmp/lang/$lang"/*.whl || status=1
                 [ -n "${LANGUAGES:-}" ] || langs="${langs:+$langs,}$lang"
             done
             python3 scripts/languages_check.py --kernelbench "$KB" --languages "${langs:-cutile}" \
