@@ -322,7 +322,8 @@ def main() -> int:
     call_command("migrate", verbosity=0)
     from evaluation.services import hardware_register
     from gpu_runner.detect import detect
-    from problems.services import FILENAME_PATTERN, SAMPLES_DIR, problem_upsert
+    from problems.services import SAMPLES_DIR
+    from scripts.runner_check import import_problem
     from submissions.models import Evaluation, Submission
     from submissions.services import submission_create
 
@@ -346,12 +347,7 @@ def main() -> int:
             continue
         reference = problem_path.read_text()
         if problem_file not in problems:
-            level_dir, filename = problem_file.split("/")
-            match = FILENAME_PATTERN.match(filename)
-            problems[problem_file] = problem_upsert(
-                level=int(level_dir.removeprefix("level")), number=int(match["number"]),
-                name=match["name"], source=reference, publish=True,
-            ).problem
+            problems[problem_file] = import_problem(problems_root, problem_file)
         if kernel_file == "=reference":
             source = reference.replace("class Model(", "class ModelNew(")
         else:

@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from scripts.runner_check import GPU_SET, LEVEL1_SET, guess_backend  # noqa: E402
+from scripts.runner_check import GPU_SET, LEVEL1_SET, guess_backend, import_problem  # noqa: E402
 
 # --cpu: the plumbing only, on the sample problems (a CPU slot never shares its device).
 CPU_MIX = [("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"),
@@ -90,7 +90,6 @@ def setup(var: Path, kernelbench: Path):
 
     from evaluation.services import hardware_register
     from gpu_runner.detect import detect
-    from problems.services import FILENAME_PATTERN, problem_upsert
 
     detected = detect()
     slug = detected.pop("slug")
@@ -99,12 +98,7 @@ def setup(var: Path, kernelbench: Path):
     problems = {}
     for problem_file, _, _ in MIX:
         if problem_file not in problems:
-            level_dir, filename = problem_file.split("/")
-            match = FILENAME_PATTERN.match(filename)
-            problems[problem_file] = problem_upsert(
-                level=int(level_dir.removeprefix("level")), number=int(match["number"]),
-                name=match["name"], source=(kernelbench / problem_file).read_text(),
-                publish=True).problem
+            problems[problem_file] = import_problem(kernelbench, problem_file)
     validate(hardware, list(problems.values()))
     return hardware, user, problems
 

@@ -62,7 +62,7 @@ def main() -> int:
     from evaluation.profiles import profile_view
     from evaluation.services import hardware_register
     from gpu_runner.detect import detect
-    from problems.services import FILENAME_PATTERN, problem_upsert
+    from scripts.runner_check import import_problem
     from submissions.models import Evaluation, NcuReport
     from submissions.ncu_reports import ncu_report_request
     from submissions.services import submission_create
@@ -76,11 +76,7 @@ def main() -> int:
     for problem_file, path, backend in KERNELS:
         reference = (Path(args.kernelbench) / problem_file).read_text()
         if problem_file not in problems:
-            match = FILENAME_PATTERN.match(problem_file.split("/")[1])
-            problems[problem_file] = problem_upsert(
-                level=int(problem_file.split("/")[0].removeprefix("level")),
-                number=int(match["number"]), name=match["name"], source=reference,
-                publish=True).problem
+            problems[problem_file] = import_problem(Path(args.kernelbench), problem_file)
         source = (re.sub(r"\bModel\b", "ModelNew", reference) if path == "reference"
                   else (REPO / path).read_text())
         label = f"{problem_file}: {path}"
