@@ -404,6 +404,8 @@ def main() -> int:
             print(f"  unexpected: {item['kernel']}: {item['verdict']}: {item['error']} "
                   f"(sharing {item['sharing']}; profiler {item['profiler']}; memory GB "
                   f"{item['memory_gb']})", flush=True)
+        if args.json:  # likewise the file, pass by pass
+            Path(args.json).write_text(json.dumps(results, indent=1, default=str))
 
     print(f"\n{'':28}" + "".join(f"{label:>12}" for label in results))
     rows = [("evaluations", "evaluations", "d"),
