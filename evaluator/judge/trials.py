@@ -6,6 +6,7 @@ A mixin of Judge (judge.py).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -46,6 +47,7 @@ class CorrectnessPhases:
             self.result["trials"].append({"k": k, "passed": False,
                                           "error": reply.get("error", "")})
             raise self._failure(reply)
+        jit_s = self._jit_compile_time(k, reply, time.perf_counter() - t0)
         worker_flags = [f for f in reply.get("flags", []) if isinstance(f, str)][:10]
         probe = reply.get("probe") if isinstance(reply.get("probe"), dict) else {}
         flags, details = exploits.trial_flags(probe)
@@ -82,13 +84,26 @@ class CorrectnessPhases:
             earlier_expected.append(expected)  # a cache keyed on addresses hits later
         del expected, outputs, inputs
         self._release_cached_memory()
-        self.add_phase_time("correctness", time.perf_counter() - t0)
+        self.add_phase_time("correctness", time.perf_counter() - t0 - jit_s)
         for f in worker_flags:
             self.flag(f)
         self.flag_all(flags, details)
         self.reject_if_needed(trial["flags"], f"trial {k}")
         if not trial["passed"]:
             raise Verdict("incorrect", f"trial {k}: {trial.get('reason', 'mismatch')}")
+
+    def _jit_compile_time(self, k: int, reply: dict, wall: float) -> float:
+        """A JIT language compiles on the first call: the worker says how long that call took
+        where its compiler's cache grew. It goes to the compile phase, not correctness, within
+        what the judge itself waited for the call (the worker's word bounds nothing else)."""
+        jit = reply.get("jit_s")
+        if (k != 1 or isinstance(jit, bool) or not isinstance(jit, (int, float))
+                or not math.isfinite(jit)):
+            return 0.0
+        jit = min(max(float(jit), 0.0), wall)
+        self.add_phase_time("compile", jit)
+        self.result.setdefault("compile", {})["jit_s"] = round(jit, 3)
+        return jit
 
     def _note_memory(self, where: str, worker: Any = None) -> None:
         """Device memory at a step, on both sides (GB): what to look at when an evaluation of

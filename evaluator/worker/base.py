@@ -87,6 +87,7 @@ class Worker:
         self.sets: Any = None  # the inputs of the profiled call, where the judge sends them
         self.timer: Any = None
         self.keep = (CANDIDATE_FILE,)
+        self.runs = 0
 
     # Each handler returns (header, value) to send back.
     def handle(self, header: dict, value: Any) -> tuple[dict, Any]:
@@ -197,12 +198,21 @@ class Worker:
 
         flags: list[str] = []
         pristine = clone_value(inputs)
+        # The JIT languages (Triton, Helion, TileLang, CuTe DSL, cuTile) compile on the first
+        # call: a first call after which their caches hold new files was mostly a compile.
+        first = self.runs == 0
+        self.runs += 1
+        cached = _jit_cache_files() if first else set()
+        t0 = time.perf_counter()
         try:
             with torch.no_grad():
                 outputs = self.model(*inputs)
             synchronize(self.device)
         except BaseException as exc:
             return self._failure(exc, "runtime_error", "forward"), None
+        jit: dict[str, float] = {}
+        if first and _jit_cache_files() - cached:
+            jit["jit_s"] = time.perf_counter() - t0
         # Honest mistakes caught here (the judge checks what it can on its own side too).
         in_ptrs = {t.untyped_storage().data_ptr() for t in iter_tensors(inputs) if t.numel()}
         for t in iter_tensors(outputs):
@@ -219,7 +229,7 @@ class Worker:
             value = tuple(outputs)
         else:
             value = outputs
-        return {"ok": True, "flags": flags, "pid": outer_pid()}, value
+        return {"ok": True, "flags": flags, "pid": outer_pid(), **jit}, value
 
     def call(self, header: dict, inputs: Any) -> tuple[dict, Any]:
         """One timed call on the inputs that came with it (timing.CallTimer). Before the load,
@@ -248,6 +258,17 @@ class Worker:
                 torch.set_num_threads(before)
         value = tuple(out) if isinstance(out, list) else out
         return {"ok": True, **facts}, value
+
+
+def _jit_cache_files() -> set[str]:
+    """The files in the JIT languages' cache folders (this evaluation's build slot)."""
+    found: set[str] = set()
+    for var in ("TRITON_CACHE_DIR", *backends.CACHE_ENV):
+        folder = os.environ.get(var)
+        if folder:
+            for parent, _, files in os.walk(folder):
+                found.update(os.path.join(parent, name) for name in files)
+    return found
 
 
 def _read_log(path: Path, limit: int = 64 * 1024) -> str:
