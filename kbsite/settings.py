@@ -259,9 +259,10 @@ REDIS_URL = env("REDIS_URL")
 # one of them with Q_CLUSTER_NAME=<slug>. `timeout` (an evaluation's hard stop) stays below
 # `retry` (when an unacknowledged task is handed out again), so a running evaluation is never
 # given to a second worker; a runner killed mid-evaluation is retried after `retry` seconds.
-# On a shared GPU a task may wait for device memory up to half its time limit, and a run out
-# of memory runs again alone within what is left of it (evaluator/runner/sandbox.py): twice
-# the limit covers both.
+# On a shared GPU a task may wait for device memory (half its time limit, then behind a
+# reservation until its neighbours' runs end), and a run out of memory beside them runs again
+# alone with its whole limit, after a wait of at most two limits (evaluator/runner/sandbox.py):
+# six limits cover them; the limit itself stops a hung evaluation long before.
 EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", 300)
 # At most this many timed calls per side of an evaluation (0: the judge's own cap, 100 on the
 # CPU and 500 on a GPU, evaluator/config.py). Fewer calls widen a median's interval; the test
@@ -271,7 +272,7 @@ EVALUATION_MAX_REPS = env_int("EVALUATION_MAX_REPS", 0)
 if 0 < EVALUATION_MAX_REPS < 3:
     # Fewer than 3 calls give no interval: the judge's clock could never confirm a timing.
     raise ValueError(f"EVALUATION_MAX_REPS={EVALUATION_MAX_REPS}: 0 (the judge's cap) or 3 and up")
-Q_TIMEOUT = env_int("Q_TIMEOUT", 2 * EVALUATION_TIME_LIMIT + 60)
+Q_TIMEOUT = env_int("Q_TIMEOUT", 6 * EVALUATION_TIME_LIMIT + 60)
 Q_RETRY = env_int("Q_RETRY", Q_TIMEOUT + 60)
 Q_CLUSTER = {
     "name": "kbsite",

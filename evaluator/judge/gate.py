@@ -270,8 +270,10 @@ def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: 
 
     `alone`: admitted only once no other evaluation is; its wait is a reservation that keeps
     new ones from being admitted meanwhile (one reservation at a time), so a steady stream of
-    small evaluations cannot keep it waiting. Past `max_wait_s` the evaluation is admitted
-    anyway, or, with `give_up`, TimeoutError is raised instead."""
+    small evaluations cannot keep it waiting. Past `max_wait_s` an evaluation still waiting
+    for room takes a reservation too, so that newcomers no longer pass it, and still starts
+    only where it fits (beside memory it does not fit, a neighbour's memory would decide its
+    verdict); with `give_up`, TimeoutError is raised instead."""
     if not folder or need_bytes <= 0 or capacity_bytes <= 0:
         yield 0.0
         return
@@ -289,22 +291,24 @@ def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: 
                 ledger = _read_ledger(root)
                 reserved = [k for k in ledger if k.endswith(RESERVED) and k != reservation]
                 running = {k: n for k, n in ledger.items() if not k.endswith(RESERVED)}
-                if alone and not reserved and reservation not in ledger:
+                late = time.monotonic() - start > max_wait_s
+                if late and give_up:
+                    raise TimeoutError("the device's memory was not free in time")
+                if (alone or late) and not reserved and reservation not in ledger:
                     ledger[reservation] = 0
                     _write_ledger(root, ledger)
+                room = not running or sum(running.values()) + need_bytes <= capacity_bytes
                 if alone:
                     fits = reservation in ledger and not running
+                elif late:  # its reservation holds newcomers back until there is room
+                    fits = reservation in ledger and room
                 else:
-                    fits = not reserved and (not running or sum(running.values()) + need_bytes
-                                             <= capacity_bytes)
-                late = time.monotonic() - start > max_wait_s
-                if fits or (late and not give_up):
+                    fits = not reserved and room
+                if fits:
                     ledger.pop(reservation, None)
                     ledger[key] = int(need_bytes)
                     _write_ledger(root, ledger)
                     break
-                if late:
-                    raise TimeoutError("the device's memory was not free in time")
             finally:
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
             time.sleep(poll_s)

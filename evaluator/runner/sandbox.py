@@ -231,9 +231,8 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
     def waiting(waited_s: float) -> None:
         emit({"type": "phase", "phase": "waiting_for_memory", "waited_s": round(waited_s, 1)})
 
-    # The wait for memory is bounded (then it starts beside the others anyway, and a run out of
-    # memory gets the run alone below): with the time limit, it stays inside the task queue's
-    # timeout (settings.Q_TIMEOUT).
+    # Past a share of its time limit, an evaluation still waiting for memory holds a reservation
+    # that newcomers wait behind (gate.admitted); it never starts beside memory it does not fit.
     limit = job["time_limit_s"]
     with gate.admitted(job["gate_dir"], job["memory_need_bytes"], job["device_memory_bytes"],
                        on_wait=waiting, max_wait_s=ADMISSION_WAIT_SHARE * limit,
@@ -241,35 +240,34 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
         result = _run_admitted(job, emit, t_begin)
     if admission_wait_s > 0.05:
         result.setdefault("phases", {})["admission_wait"] = admission_wait_s
-    left_s = limit - (time.monotonic() - t_begin - admission_wait_s)
-    if _may_run_again_alone(job, result, left_s):
-        result = _run_again_alone(job, result, left_s, emit, waiting)
+    if _may_run_again_alone(job, result):
+        result = _run_again_alone(job, result, emit, waiting)
     emit({"type": "phase", "phase": "done"})
     return result
 
 
-# The share of its time limit an evaluation may wait for device memory before it starts.
+# The share of its time limit an evaluation waits for device memory before it takes a
+# reservation (gate.admitted), and the time limits a run alone may wait for the device: its
+# neighbours' runs end within theirs, and its reservation keeps new ones out.
 ADMISSION_WAIT_SHARE = 0.5
+ALONE_WAIT_LIMITS = 2
 
 
-def _may_run_again_alone(job: dict, result: dict, left_s: float) -> bool:
-    """Whether an evaluation that ran out of memory on a shared device gets a run alone: only
-    where it was admitted beside others' memory and enough of its time is left."""
+def _may_run_again_alone(job: dict, result: dict) -> bool:
+    """Whether an evaluation that ran out of memory on a shared device gets a run alone: where
+    other evaluations could have held memory beside it. One whose expected need is the whole
+    device's was admitted only with no other evaluation running, and none could join it."""
     return (result.get("verdict") == "out_of_memory" and bool(job.get("gate_dir"))
-            and 0 < job["memory_need_bytes"] < job["device_memory_bytes"]
-            and left_s >= _least_run_s(job))
+            and 0 < job["memory_need_bytes"] < job["device_memory_bytes"])
 
 
-def _least_run_s(job: dict) -> float:
-    return max(10.0, 0.3 * job["time_limit_s"])
-
-
-def _run_again_alone(job: dict, first: dict, left_s: float, emit: Callable[[dict], None],
+def _run_again_alone(job: dict, first: dict, emit: Callable[[dict], None],
                      waiting: Callable[[float], None]) -> Result:
     """Out of memory beside other evaluations: their memory may be what it lacked (a problem's
-    expected need is an estimate), so it runs again with the device's memory to itself, in
-    what is left of its time, before its verdict is given. On a fresh seed: the first run saw
-    its inputs, and a kernel could run out of memory on purpose to meet them again."""
+    expected need is an estimate), so it runs again with the device's memory to itself, before
+    its verdict is given, with its whole time limit: the time its first run lost beside a
+    neighbour, and the wait for the device, are not the kernel's. On a fresh seed: the first
+    run saw its inputs, and a kernel could run out of memory on purpose to meet them again."""
     import secrets
 
     seed = secrets.randbits(62)
@@ -280,14 +278,14 @@ def _run_again_alone(job: dict, first: dict, left_s: float, emit: Callable[[dict
     try:
         with gate.admitted(job["gate_dir"], job["device_memory_bytes"],
                            job["device_memory_bytes"], on_wait=waiting, alone=True,
-                           give_up=True, max_wait_s=left_s - _least_run_s(job)) as waited_s:
-            alone = {**job, "seed": seed, "memory_need_bytes": job["device_memory_bytes"],
-                     "time_limit_s": left_s - waited_s}
+                           give_up=True, max_wait_s=ALONE_WAIT_LIMITS * job["time_limit_s"],
+                           ) as waited_s:
+            alone = {**job, "seed": seed, "memory_need_bytes": job["device_memory_bytes"]}
             result = _run_admitted(alone, emit, time.monotonic())
     except TimeoutError:
         first.setdefault("environment", {})["sharing"] = {
             "run_again_alone": False,
-            "why": "the device's memory did not come free within the evaluation's time limit"}
+            "why": f"the device did not come free within {ALONE_WAIT_LIMITS} time limits"}
         return first
     phases = result.setdefault("phases", {})
     phases["admission_wait"] = (first.get("phases") or {}).get("admission_wait", 0.0) + waited_s

@@ -273,6 +273,40 @@ def test_a_wait_to_run_alone_given_up_leaves_no_reservation(tmp_path: Path):
     holder.join(5)
 
 
+def test_past_its_wait_an_evaluation_that_does_not_fit_still_waits_and_newcomers_queue_behind(
+        tmp_path: Path):
+    """It never starts beside memory it does not fit (a neighbour would decide its verdict);
+    its reservation keeps evaluations that would fit beside the holder from passing it."""
+    order: list[str] = []
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.admitted(tmp_path, 60, 100, poll_s=0.02):
+            inside.set()
+            leave.wait(5)
+            order.append("holder left")
+
+    def run(name: str, need: int, **how) -> None:
+        with gate.admitted(tmp_path, need, 100, poll_s=0.02, **how):
+            order.append(name)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(5)
+    big = threading.Thread(target=run, args=("big", 80), kwargs={"max_wait_s": 0.1})
+    big.start()
+    time.sleep(0.4)  # past its wait: its reservation is in
+    small = threading.Thread(target=run, args=("small", 30))  # 60 + 30 would fit
+    small.start()
+    time.sleep(0.3)
+    assert order == [], "nothing started beside the holder"
+    leave.set()
+    for t in (holder, big, small):
+        t.join(10)
+    assert order == ["holder left", "big", "small"]
+    assert gate._read_ledger(tmp_path) == {}
+
+
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]

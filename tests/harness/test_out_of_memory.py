@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from evaluator.judge import gate
+from evaluator.runner import sandbox
 from evaluator.runner.sandbox import run_job
 
 from . import problems as p
@@ -46,8 +47,9 @@ ALWAYS_FULL = RELU_FULL_UNTIL.replace("time.time() < {until}", "True")
 
 
 def _shared(tmp_path: Path, **overrides) -> dict:
-    return make_job(p.RELU, ALWAYS_FULL, gate_dir=str(tmp_path / "gate"),
-                    memory_need_bytes=100, device_memory_bytes=1000, **overrides)
+    return make_job(p.RELU, ALWAYS_FULL, **{"gate_dir": str(tmp_path / "gate"),
+                                            "memory_need_bytes": 100,
+                                            "device_memory_bytes": 1000, **overrides})
 
 
 class Neighbour(threading.Thread):
@@ -103,17 +105,41 @@ def test_out_of_memory_beside_another_evaluation_runs_again_alone_and_loses_noth
     assert result["seeds"]["earlier_runs"] == [first_seed]
 
 
-def test_a_run_alone_that_cannot_start_within_the_time_limit_keeps_the_first_verdict(
+def test_a_run_alone_waits_for_the_device_past_the_time_limit_and_has_its_whole_limit(
         tmp_path: Path):
+    """The neighbour holds the device longer than the kernel's time limit: that wait, and the
+    first run's time beside it, are not the kernel's, so the run alone still comes."""
+    inside = threading.Event()
+    neighbour = _neighbour(tmp_path / "gate", 14.0, inside)
+    started = time.monotonic()
+    source = RELU_FULL_UNTIL.format(until=time.time() + 5.0)
+    result = run_job(_shared(tmp_path, candidate_source=source, time_limit_s=8))
+    neighbour.join()
+    assert result["verdict"] == "correct", (result["verdict"], result["error"])
+    assert result["environment"]["sharing"]["run_again_alone"] is True
+    assert time.monotonic() - started >= 14.0
+
+
+def test_a_run_alone_whose_device_never_comes_free_keeps_the_first_verdict_and_says_why(
+        tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(sandbox, "ALONE_WAIT_LIMITS", 0.5)
     inside = threading.Event()
     neighbour = _neighbour(tmp_path / "gate", 30.0, inside)
     started = time.monotonic()
-    result = run_job(_shared(tmp_path, time_limit_s=20))
+    result = run_job(_shared(tmp_path, time_limit_s=10))
     took = time.monotonic() - started
     assert result["verdict"] == "out_of_memory"
-    assert result["environment"]["sharing"]["run_again_alone"] is False
-    assert took < 20, f"it waited past its time limit: {took:.1f} s"
-    neighbour.end()  # held past the run's time limit: nothing to wait for now
+    sharing = result["environment"]["sharing"]
+    assert sharing["run_again_alone"] is False and "did not come free" in sharing["why"]
+    assert took < 25, f"it waited past its bound: {took:.1f} s"
+    neighbour.end()  # held past the bound: nothing to wait for now
+
+
+def test_an_evaluation_that_needs_the_whole_device_ran_alone_and_is_not_run_twice(
+        tmp_path: Path):
+    result = run_job(_shared(tmp_path, memory_need_bytes=1000))
+    assert result["verdict"] == "out_of_memory"
+    assert "sharing" not in result["environment"]
 
 
 def test_a_kernel_out_of_memory_alone_too_keeps_its_verdict_after_one_run_alone(
