@@ -131,18 +131,46 @@ def submit(user, hardware, problems, items):
     return out
 
 
-def wait_finished(submissions, runner, timeout: float) -> bool:
+def wait_finished(submissions, runner, timeout: float, *, progress: bool = False) -> bool:
+    """Until every submission has finished. With `progress`, one line each as it finishes: a run
+    cut short (a device machine given back) still tells where its time went."""
     from submissions.models import Submission
 
     ids = [s.pk for _, s in submissions]
-    deadline = time.monotonic() + timeout
+    kernel_of = {s.pk: k for k, s in submissions}
+    told: set[int] = set()
+    start = time.monotonic()
+    deadline = start + timeout
     while time.monotonic() < deadline:
-        if Submission.objects.filter(pk__in=ids, status="finished").count() == len(ids):
+        finished = set(Submission.objects.filter(pk__in=ids, status="finished")
+                       .values_list("pk", flat=True))
+        if progress and finished - told:
+            tell_finished(sorted(finished - told), kernel_of, time.monotonic() - start)
+            told |= finished
+        if len(finished) == len(ids):
             return True
         if runner.poll() is not None:
             return False
         time.sleep(0.1)
     return False
+
+
+def tell_finished(ids: list[int], kernel_of: dict[int, str], elapsed: float) -> None:
+    """One line per finished submission: its verdict, wall, largest phases, memory wait and
+    sharing note, and the error's start where it has one."""
+    from submissions.models import Evaluation
+
+    for e in Evaluation.objects.filter(submission_id__in=ids).order_by("finished_at"):
+        phases = {k: float(v) for k, v in (e.phases or {}).items()
+                  if isinstance(v, (int, float)) and k not in ("total", "wall")}
+        largest = sorted(phases.items(), key=lambda kv: -kv[1])[:4]
+        top = ", ".join(f"{k} {v:.1f}" for k, v in largest)
+        wall = (e.finished_at - e.started_at).total_seconds() if e.started_at else 0.0
+        sharing = (e.environment or {}).get("sharing")
+        error = f"; error: {(e.error or '')[:160]!r}" if e.error else ""
+        print(f"  [{elapsed:6.0f} s] {Path(kernel_of[e.submission_id]).stem}: {e.verdict} in "
+              f"{wall:.1f} s ({top}){f'; sharing {sharing}' if sharing else ''}{error}",
+              flush=True)
 
 
 def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -> dict:
@@ -161,7 +189,7 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
         wait_finished(warm, runner, 300)
         time.sleep(3)
         drain = submit(user, hardware, problems, MIX * args.copies)
-        done = wait_finished(drain, runner, args.timeout)
+        done = wait_finished(drain, runner, args.timeout, progress=True)
         evaluations = list(Evaluation.objects.filter(submission__in=[s for _, s in drain]))
         first = min(e.started_at for e in evaluations)
         last = max(e.finished_at for e in evaluations)
