@@ -48,16 +48,17 @@ CPU_MIX = [("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"
 MIX = LEVEL1_SET
 
 
-def real_mix(folder: Path) -> list:
+def real_mix(folder: Path, big: int | None = None) -> list:
     """--mix real: our own kernels at KernelBench's real sizes, levels 1 and 2: every elementwise
     level-1 problem of 4096 x 393216 fp32 in CUDA, Triton and PyTorch, right and wrong
     (bench/kernels/activations.py), the right and wrong kernels of gpu_kernels/ (matmuls, level 2
-    GEMMs with epilogues) and the ReLU kernels of bench/kernels/."""
+    GEMMs with epilogues) and the ReLU kernels of bench/kernels/. `big`: only the first that
+    many of the 4096 x 393216 problems (each is evaluated alone on an 80 GB card)."""
     from bench.kernels.activations import write_mix
 
     own = [item for item in GPU_SET if "gpu_kernels/" in item[1]]
     relu = list(dict.fromkeys(item for item in LEVEL1_SET if "bench/kernels/" in item[1]))
-    return write_mix(folder) + own + relu
+    return write_mix(folder, big) + own + relu
 
 # "after" first: a run that a time limit cuts short still has the new figures.
 PASSES = {
@@ -391,6 +392,8 @@ def main() -> int:
     parser.add_argument("--cpu", action="store_true", help="the plumbing on the CPU runner")
     parser.add_argument("--mix", choices=("level1", "real"), default="level1",
                         help="real: our own kernels at KernelBench's real sizes (real_mix)")
+    parser.add_argument("--big", type=int, help="with --mix real: how many of its twelve "
+                        "4096 x 393216 problems (four kernels each)")
     parser.add_argument("--cold", action="store_true",
                         help="nothing compiled ahead: each pass builds into a cache of its own")
     args = parser.parse_args()
@@ -399,7 +402,7 @@ def main() -> int:
     if args.cpu:
         MIX, args.kernelbench = CPU_MIX, str(REPO / "problems" / "samples")
     elif args.mix == "real":
-        MIX = real_mix(var / "kernels")
+        MIX = real_mix(var / "kernels", args.big)
     os.environ.setdefault("BUILD_CACHE_DIR", str(var / "builds"))
     hardware, user, problems = setup(var, Path(args.kernelbench))
     print(f"mix: {len(MIX)} kernels on {len(problems)} problems, copies {args.copies}, "

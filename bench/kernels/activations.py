@@ -176,12 +176,13 @@ def wrong_backend(index: int) -> str:
     return BACKENDS[index % len(BACKENDS)]
 
 
-def write_mix(folder: Path) -> list[tuple[str, str, str]]:
-    """Write every problem's three kernels into `folder`; their (problem, file, backend). A
-    wrong kernel's file name says "wrong" (what the benches expect of it)."""
+def write_mix(folder: Path, problems: int | None = None) -> list[tuple[str, str, str]]:
+    """Write every problem's kernels (or the first `problems` problems') into `folder`; their
+    (problem, file, backend). A wrong kernel's file name says "wrong" (what the benches expect
+    of it)."""
     folder.mkdir(parents=True, exist_ok=True)
     mix = []
-    for index, problem_file in enumerate(ACTIVATIONS):
+    for index, problem_file in enumerate(list(ACTIVATIONS)[:problems]):
         for backend in BACKENDS:
             wrong = backend == wrong_backend(index)
             kind = "wrong" if wrong else "right"
