@@ -3,6 +3,8 @@
     python3 bench/gpu_sharing.py --kernelbench .kernelbench [--copies 5] [--json PATH]
     python3 bench/gpu_sharing.py --kernelbench .kernelbench --mix real --cold --copies 1 \
         --timeout 1500     # issue 41: 62 kernels at KernelBench's real sizes, nothing ahead
+    python3 bench/gpu_sharing.py --kernelbench .kernelbench --mix real --cold --copies 1 \
+        --big 8 --pairs --restated 30   # 60 kernels, 18 of them on 6 GiB tensors: a stream
 
 On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
 
@@ -48,17 +50,22 @@ CPU_MIX = [("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"
 MIX = LEVEL1_SET
 
 
-def real_mix(folder: Path, big: int | None = None) -> list:
+def real_mix(folder: Path, big: int | None = None, *, pairs: bool = False,
+             restated: int = 0, kernelbench: Path | None = None) -> list:
     """--mix real: our own kernels at KernelBench's real sizes, levels 1 and 2: every elementwise
     level-1 problem of 4096 x 393216 fp32 in CUDA, Triton and PyTorch, right and wrong
     (bench/kernels/activations.py), the right and wrong kernels of gpu_kernels/ (matmuls, level 2
     GEMMs with epilogues) and the ReLU kernels of bench/kernels/. `big`: only the first that
-    many of the 4096 x 393216 problems (each is evaluated alone on an 80 GB card)."""
+    many of the 4096 x 393216 problems (each is evaluated alone on an 80 GB card); `pairs`: two
+    kernels each, not four; `restated`: PyTorch kernels of that many level-2 GEMM problems
+    (bench/kernels/restated.py), a stream's many small problems."""
     from bench.kernels.activations import write_mix
+    from bench.kernels.restated import write_restated
 
     own = [item for item in GPU_SET if "gpu_kernels/" in item[1]]
     relu = list(dict.fromkeys(item for item in LEVEL1_SET if "bench/kernels/" in item[1]))
-    return write_mix(folder, big) + own + relu
+    more = write_restated(folder, kernelbench, restated) if restated else []
+    return write_mix(folder, big, pairs=pairs) + own + relu + more
 
 # "after" first: a run that a time limit cuts short still has the new figures.
 PASSES = {
@@ -394,6 +401,10 @@ def main() -> int:
                         help="real: our own kernels at KernelBench's real sizes (real_mix)")
     parser.add_argument("--big", type=int, help="with --mix real: how many of its twelve "
                         "4096 x 393216 problems (four kernels each)")
+    parser.add_argument("--pairs", action="store_true", help="with --mix real: two kernels "
+                        "for each 4096 x 393216 problem (one right, one wrong), not four")
+    parser.add_argument("--restated", type=int, default=0, help="with --mix real: add PyTorch "
+                        "kernels of this many level-2 GEMM problems (bench/kernels/restated.py)")
     parser.add_argument("--cold", action="store_true",
                         help="nothing compiled ahead: each pass builds into a cache of its own")
     args = parser.parse_args()
@@ -402,7 +413,8 @@ def main() -> int:
     if args.cpu:
         MIX, args.kernelbench = CPU_MIX, str(REPO / "problems" / "samples")
     elif args.mix == "real":
-        MIX = real_mix(var / "kernels", args.big)
+        MIX = real_mix(var / "kernels", args.big, pairs=args.pairs, restated=args.restated,
+                       kernelbench=Path(args.kernelbench))
     os.environ.setdefault("BUILD_CACHE_DIR", str(var / "builds"))
     hardware, user, problems = setup(var, Path(args.kernelbench))
     print(f"mix: {len(MIX)} kernels on {len(problems)} problems, copies {args.copies}, "

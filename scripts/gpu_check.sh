@@ -166,11 +166,13 @@ for section in $sections; do
         # after, side by side, on GPU 0 (bench/gpu_sharing.py; SHARING_COPIES, SHARING_ONLY,
         # SHARING_LATENCY: the one-at-a-time evaluations of each pass; SHARING_MIX=real and
         # SHARING_COLD=1: our kernels at KernelBench's real sizes, nothing compiled ahead, issue
-        # 41; SHARING_BIG: how many of its 4096 x 393216 problems; SHARING_TIMEOUT: each
-        # drain's limit in seconds).
+        # 41; SHARING_BIG: how many of its 4096 x 393216 problems, SHARING_PAIRS=1: two
+        # kernels each, SHARING_RESTATED: PyTorch kernels of that many level-2 GEMM problems;
+        # SHARING_TIMEOUT: each drain's limit in seconds).
         sharing) python3 bench/gpu_sharing.py --kernelbench "$KB" --copies "${SHARING_COPIES:-5}" \
                      --mix "${SHARING_MIX:-level1}" ${SHARING_COLD:+--cold} \
-                     ${SHARING_BIG:+--big "$SHARING_BIG"} \
+                     ${SHARING_BIG:+--big "$SHARING_BIG"} ${SHARING_PAIRS:+--pairs} \
+                     ${SHARING_RESTATED:+--restated "$SHARING_RESTATED"} \
                      --timeout "${SHARING_TIMEOUT:-400}" \
                      ${SHARING_ONLY:+--only "$SHARING_ONLY"} \
                      ${SHARING_LATENCY:+--latency "$SHARING_LATENCY"} --json "$OUT/sharing.json" \
