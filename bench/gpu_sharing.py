@@ -3,6 +3,8 @@
     python3 bench/gpu_sharing.py --kernelbench .kernelbench [--copies 5] [--json PATH]
     python3 bench/gpu_sharing.py --kernelbench .kernelbench --mix real --cold --copies 1 \
         --timeout 1500     # issue 41: 62 kernels at KernelBench's real sizes, nothing ahead
+    python3 bench/gpu_sharing.py --kernelbench .kernelbench --mix real --cold --copies 1 \
+        --big 8 --pairs --restated 30   # 60 kernels, 18 of them on 6 GiB tensors: a stream
 
 On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
 
@@ -48,16 +50,22 @@ CPU_MIX = [("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"
 MIX = LEVEL1_SET
 
 
-def real_mix(folder: Path) -> list:
+def real_mix(folder: Path, big: int | None = None, *, pairs: bool = False,
+             restated: int = 0, kernelbench: Path | None = None) -> list:
     """--mix real: our own kernels at KernelBench's real sizes, levels 1 and 2: every elementwise
     level-1 problem of 4096 x 393216 fp32 in CUDA, Triton and PyTorch, right and wrong
     (bench/kernels/activations.py), the right and wrong kernels of gpu_kernels/ (matmuls, level 2
-    GEMMs with epilogues) and the ReLU kernels of bench/kernels/."""
+    GEMMs with epilogues) and the ReLU kernels of bench/kernels/. `big`: only the first that
+    many of the 4096 x 393216 problems (each is evaluated alone on an 80 GB card); `pairs`: two
+    kernels each, not four; `restated`: PyTorch kernels of that many level-2 GEMM problems
+    (bench/kernels/restated.py), a stream's many small problems."""
     from bench.kernels.activations import write_mix
+    from bench.kernels.restated import write_restated
 
     own = [item for item in GPU_SET if "gpu_kernels/" in item[1]]
     relu = list(dict.fromkeys(item for item in LEVEL1_SET if "bench/kernels/" in item[1]))
-    return write_mix(folder) + own + relu
+    more = write_restated(folder, kernelbench, restated) if restated else []
+    return write_mix(folder, big, pairs=pairs) + own + relu + more
 
 # "after" first: a run that a time limit cuts short still has the new figures.
 PASSES = {
@@ -131,18 +139,46 @@ def submit(user, hardware, problems, items):
     return out
 
 
-def wait_finished(submissions, runner, timeout: float) -> bool:
+def wait_finished(submissions, runner, timeout: float, *, progress: bool = False) -> bool:
+    """Until every submission has finished. With `progress`, one line each as it finishes: a run
+    cut short (a device machine given back) still tells where its time went."""
     from submissions.models import Submission
 
     ids = [s.pk for _, s in submissions]
-    deadline = time.monotonic() + timeout
+    kernel_of = {s.pk: k for k, s in submissions}
+    told: set[int] = set()
+    start = time.monotonic()
+    deadline = start + timeout
     while time.monotonic() < deadline:
-        if Submission.objects.filter(pk__in=ids, status="finished").count() == len(ids):
+        finished = set(Submission.objects.filter(pk__in=ids, status="finished")
+                       .values_list("pk", flat=True))
+        if progress and finished - told:
+            tell_finished(sorted(finished - told), kernel_of, time.monotonic() - start)
+            told |= finished
+        if len(finished) == len(ids):
             return True
         if runner.poll() is not None:
             return False
         time.sleep(0.1)
     return False
+
+
+def tell_finished(ids: list[int], kernel_of: dict[int, str], elapsed: float) -> None:
+    """One line per finished submission: its verdict, wall, largest phases, memory wait and
+    sharing note, and the error's start where it has one."""
+    from submissions.models import Evaluation
+
+    for e in Evaluation.objects.filter(submission_id__in=ids).order_by("finished_at"):
+        phases = {k: float(v) for k, v in (e.phases or {}).items()
+                  if isinstance(v, (int, float)) and k not in ("total", "wall")}
+        largest = sorted(phases.items(), key=lambda kv: -kv[1])[:4]
+        top = ", ".join(f"{k} {v:.1f}" for k, v in largest)
+        wall = (e.finished_at - e.started_at).total_seconds() if e.started_at else 0.0
+        sharing = (e.environment or {}).get("sharing")
+        error = f"; error: {(e.error or '')[:160]!r}" if e.error else ""
+        print(f"  [{elapsed:6.0f} s] {Path(kernel_of[e.submission_id]).stem}: {e.verdict} in "
+              f"{wall:.1f} s ({top}){f'; sharing {sharing}' if sharing else ''}{error}",
+              flush=True)
 
 
 def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -> dict:
@@ -161,7 +197,7 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
         wait_finished(warm, runner, 300)
         time.sleep(3)
         drain = submit(user, hardware, problems, MIX * args.copies)
-        done = wait_finished(drain, runner, args.timeout)
+        done = wait_finished(drain, runner, args.timeout, progress=True)
         evaluations = list(Evaluation.objects.filter(submission__in=[s for _, s in drain]))
         first = min(e.started_at for e in evaluations)
         last = max(e.finished_at for e in evaluations)
@@ -363,6 +399,12 @@ def main() -> int:
     parser.add_argument("--cpu", action="store_true", help="the plumbing on the CPU runner")
     parser.add_argument("--mix", choices=("level1", "real"), default="level1",
                         help="real: our own kernels at KernelBench's real sizes (real_mix)")
+    parser.add_argument("--big", type=int, help="with --mix real: how many of its twelve "
+                        "4096 x 393216 problems (four kernels each)")
+    parser.add_argument("--pairs", action="store_true", help="with --mix real: two kernels "
+                        "for each 4096 x 393216 problem (one right, one wrong), not four")
+    parser.add_argument("--restated", type=int, default=0, help="with --mix real: add PyTorch "
+                        "kernels of this many level-2 GEMM problems (bench/kernels/restated.py)")
     parser.add_argument("--cold", action="store_true",
                         help="nothing compiled ahead: each pass builds into a cache of its own")
     args = parser.parse_args()
@@ -371,7 +413,8 @@ def main() -> int:
     if args.cpu:
         MIX, args.kernelbench = CPU_MIX, str(REPO / "problems" / "samples")
     elif args.mix == "real":
-        MIX = real_mix(var / "kernels")
+        MIX = real_mix(var / "kernels", args.big, pairs=args.pairs, restated=args.restated,
+                       kernelbench=Path(args.kernelbench))
     os.environ.setdefault("BUILD_CACHE_DIR", str(var / "builds"))
     hardware, user, problems = setup(var, Path(args.kernelbench))
     print(f"mix: {len(MIX)} kernels on {len(problems)} problems, copies {args.copies}, "

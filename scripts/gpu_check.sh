@@ -49,7 +49,8 @@
 # Needs, next to the code: .whl/ (scripts/fetch_gpu_wheels.sh) and .kernelbench/ (a copy of the
 # KernelBench problem folder). Writes logs to $OUT when set (the device tool's output folder).
 #
-# A run longer than one command may last (sharing's two passes take about 13 minutes) starts
+# A run longer than one command may last (sharing's two passes take about 13 minutes; with
+# SHARING_MIX=real SHARING_COLD=1, its shared pass alone ran past 18 minutes on an H100) starts
 # detached, in a process session of its own that outlives the command, and later commands on
 # the same machine (while it is still held) wait for it:
 #
@@ -165,9 +166,13 @@ for section in $sections; do
         # after, side by side, on GPU 0 (bench/gpu_sharing.py; SHARING_COPIES, SHARING_ONLY,
         # SHARING_LATENCY: the one-at-a-time evaluations of each pass; SHARING_MIX=real and
         # SHARING_COLD=1: our kernels at KernelBench's real sizes, nothing compiled ahead, issue
-        # 41; SHARING_TIMEOUT: each drain's limit in seconds).
+        # 41; SHARING_BIG: how many of its 4096 x 393216 problems, SHARING_PAIRS=1: two
+        # kernels each, SHARING_RESTATED: PyTorch kernels of that many level-2 GEMM problems;
+        # SHARING_TIMEOUT: each drain's limit in seconds).
         sharing) python3 bench/gpu_sharing.py --kernelbench "$KB" --copies "${SHARING_COPIES:-5}" \
                      --mix "${SHARING_MIX:-level1}" ${SHARING_COLD:+--cold} \
+                     ${SHARING_BIG:+--big "$SHARING_BIG"} ${SHARING_PAIRS:+--pairs} \
+                     ${SHARING_RESTATED:+--restated "$SHARING_RESTATED"} \
                      --timeout "${SHARING_TIMEOUT:-400}" \
                      ${SHARING_ONLY:+--only "$SHARING_ONLY"} \
                      ${SHARING_LATENCY:+--latency "$SHARING_LATENCY"} --json "$OUT/sharing.json" \

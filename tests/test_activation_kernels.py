@@ -65,6 +65,17 @@ def test_the_mix_covers_every_problem_in_each_backend_with_one_wrong_kernel_each
     assert set(REFERENCES) == set(ACTIVATIONS)
 
 
+def test_in_pairs_each_problem_has_one_right_and_one_wrong_kernel_and_each_backend_both(
+        tmp_path):
+    mix = write_mix(tmp_path, 8, pairs=True)
+    assert len(mix) == 16 and len({p for p, _, _ in mix}) == 8
+    for problem in {p for p, _, _ in mix}:
+        kinds = sorted("wrong" in Path(k).name for p, k, _ in mix if p == problem)
+        assert kinds == [False, True]
+    for backend in BACKENDS:
+        assert {"wrong" in Path(k).name for _, k, b in mix if b == backend} == {False, True}
+
+
 @pytest.mark.parametrize("problem", list(ACTIVATIONS))
 def test_the_pytorch_kernels_are_right_and_the_wrong_ones_wrong(problem):
     x = _small_input()

@@ -176,18 +176,26 @@ def wrong_backend(index: int) -> str:
     return BACKENDS[index % len(BACKENDS)]
 
 
-def write_mix(folder: Path) -> list[tuple[str, str, str]]:
-    """Write every problem's three kernels into `folder`; their (problem, file, backend). A
-    wrong kernel's file name says "wrong" (what the benches expect of it)."""
+def write_mix(folder: Path, problems: int | None = None, *,
+              pairs: bool = False) -> list[tuple[str, str, str]]:
+    """Write every problem's kernels (or the first `problems` problems') into `folder`; their
+    (problem, file, backend). A wrong kernel's file name says "wrong" (what the benches expect
+    of it). `pairs`: two kernels a problem, the wrong one and the right one of the next
+    backend in turn (each backend still right and wrong across three problems)."""
     folder.mkdir(parents=True, exist_ok=True)
     mix = []
-    for index, problem_file in enumerate(ACTIVATIONS):
+    for index, problem_file in enumerate(list(ACTIVATIONS)[:problems]):
+        paired = BACKENDS[(index + 1) % len(BACKENDS)]
         for backend in BACKENDS:
             wrong = backend == wrong_backend(index)
+            if pairs and not wrong and backend != paired:
+                continue
             kind = "wrong" if wrong else "right"
             path = folder / f"{Path(problem_file).stem}_{backend}_{kind}.py"
             path.write_text(kernel_source(problem_file, backend, wrong=wrong))
             mix.append((problem_file, str(path), backend))
+        if pairs:
+            continue
         # A second right Triton kernel, in smaller blocks: another build, another launch shape.
         path = folder / f"{Path(problem_file).stem}_triton1024_right.py"
         path.write_text(kernel_source(problem_file, "triton", block=1024))
