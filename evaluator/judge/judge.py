@@ -41,7 +41,7 @@ from evaluator.judge.gate import DeviceGate
 from evaluator.judge.profiled import ProfiledPhases
 from evaluator.judge.timed import TimedPhases
 from evaluator.judge.trials import CorrectnessPhases
-from evaluator.judge.workers import Profiler, Verdict, WorkerHandle
+from evaluator.judge.workers import Profiler, Verdict, WorkerHandle, reported_seconds
 from evaluator.process import apply_limits
 from evaluator.types import blank_result
 
@@ -356,13 +356,15 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
                     self.add_phase_time("checks", time.perf_counter() - t_prep)
             reply, _ = self.worker.request(None, deadline=self.deadline, phase="compile")
         self.worker.channel.release()
-        self.add_phase_time("compile", float(reply.get("compile_s") or 0.0))
-        self.add_phase_time("load", time.perf_counter() - t0)
+        load_s = time.perf_counter() - t0
+        # What the worker says it spent compiling and loading, held within what the judge waited.
+        spent = {k: reported_seconds(reply.get(k), load_s) for k in ("compile_s", "load_s")}
+        self.add_phase_time("compile", spent["compile_s"])
+        self.add_phase_time("load", load_s)
         self.result["compile_log"] = str(reply.get("compile_log") or "")
         self.result["compile"] = {
-            k: reply.get(k)
-            for k in ("cache_hit", "compiled", "compile_s", "load_s", "cache_key", "extensions")
-        }
+            k: reply.get(k) for k in ("cache_hit", "compiled", "cache_key", "extensions")
+        } | spent
         if not reply.get("ok"):
             raise self._failure(reply)
         if job.get("mode") != "compile":

@@ -6,12 +6,11 @@ A mixin of Judge (judge.py).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 from evaluator.errors import short_message
-from evaluator.judge.workers import Verdict
+from evaluator.judge.workers import Verdict, reported_seconds
 
 
 def derive_check_seed(seed: int, index: int) -> int:
@@ -96,11 +95,9 @@ class CorrectnessPhases:
         """A JIT language compiles on the first call: the worker says how long that call took
         where its compiler's cache grew. It goes to the compile phase, not correctness, within
         what the judge itself waited for the call (the worker's word bounds nothing else)."""
-        jit = reply.get("jit_s")
-        if (k != 1 or isinstance(jit, bool) or not isinstance(jit, (int, float))
-                or not math.isfinite(jit)):
+        if k != 1 or "jit_s" not in reply:
             return 0.0
-        jit = min(max(float(jit), 0.0), wall)
+        jit = reported_seconds(reply["jit_s"], wall)
         self.add_phase_time("compile", jit)
         self.result.setdefault("compile", {})["jit_s"] = round(jit, 3)
         return jit

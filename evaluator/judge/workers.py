@@ -6,6 +6,7 @@ that a crash, a timeout or a malformed reply becomes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import subprocess
@@ -27,6 +28,21 @@ class Verdict(Exception):
     def __init__(self, verdict: str, error: str, **fields: Any):
         super().__init__(error)
         self.verdict, self.error, self.fields = verdict, error, fields
+
+
+def reported_seconds(value: Any, at_most: float) -> float:
+    """A duration the worker reported (its replies are the candidate's to forge), as a number
+    the judge can hold: 0 for anything but a finite real, else within [0, at_most], what the
+    judge itself waited for it. Never raises: a forged 10**400 once ended an evaluation."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return 0.0
+    if not math.isfinite(seconds):
+        return 0.0
+    return min(max(seconds, 0.0), max(at_most, 0.0))
 
 
 class WorkerHandle:

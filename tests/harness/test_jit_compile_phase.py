@@ -7,6 +7,8 @@ the worker, which only a real run shows."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from evaluator.runner.sandbox import run_job
@@ -79,3 +81,60 @@ def test_a_triton_kernels_first_compile_is_its_compile_phase_and_a_warm_one_has_
                             build_dir=str(tmp_path), seed=7))
     assert warm["verdict"] == "correct", warm["error"]
     assert "jit_s" not in warm["compile"] and warm["phases"]["compile"] == 0.0
+
+
+# The worker's replies are the candidate's to forge: a seconds figure it reports is a number the
+# judge bounds, never one that can end the evaluation (a forged 10**400 once made the judge's
+# float() raise, and the kernel's result a harness_error).
+FORGED = ["10**400", "-10**400", "float('nan')", "float('inf')", "-5", "True", "'12'", "[1]",
+          "None"]
+
+FORGES_JIT_S = '''
+import torch
+import torch.nn as nn
+import evaluator.worker.base as base
+
+_run = base.Worker.run
+
+def _forged(self, inputs):
+    header, value = _run(self, inputs)
+    header["jit_s"] = VALUE
+    return header, value
+
+base.Worker.run = _forged
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+'''
+
+FORGES_COMPILE_S = '''
+import torch
+import torch.nn as nn
+import evaluator.protocol as protocol
+
+_send = protocol.Channel.send
+
+def _forged(self, header, value=None):
+    if isinstance(header, dict) and "compile_s" in header:
+        header["compile_s"] = VALUE
+    return _send(self, header, value)
+
+protocol.Channel.send = _forged
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+'''
+
+
+@pytest.mark.parametrize("template", [FORGES_JIT_S, FORGES_COMPILE_S],
+                         ids=["jit_s", "compile_s"])
+@pytest.mark.parametrize("value", FORGED)
+def test_a_forged_seconds_figure_in_a_reply_is_bounded_and_never_ends_the_evaluation(
+        template, value):
+    result = run_job(make_job(p.RELU, template.replace("VALUE", value)))
+    assert result["verdict"] == "correct", (result["verdict"], result["error"])
+    for phase in ("compile", "correctness"):
+        seconds = result["phases"][phase]
+        assert isinstance(seconds, float) and math.isfinite(seconds) and 0 <= seconds < 60
