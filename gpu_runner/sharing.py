@@ -78,4 +78,5 @@ def sharing_fields(hardware: Hardware, version: ProblemVersion | None, *,
         "memory_need_bytes": memory_need_bytes(version, hardware,
                                                profile_process=profile_process),
         "device_memory_bytes": int(ADMIT_SHARE * (hardware.memory_bytes or 0)),
+        "device_slots": settings.RUNNER_EVALUATIONS_PER_GPU,
     }

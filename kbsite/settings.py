@@ -259,10 +259,12 @@ REDIS_URL = env("REDIS_URL")
 # one of them with Q_CLUSTER_NAME=<slug>. `timeout` (an evaluation's hard stop) stays below
 # `retry` (when an unacknowledged task is handed out again), so a running evaluation is never
 # given to a second worker; a runner killed mid-evaluation is retried after `retry` seconds.
-# On a shared GPU a task may wait for device memory (half its time limit, then behind a
-# reservation until its neighbours' runs end), and a run out of memory beside them runs again
-# alone with its whole limit, after a wait of at most two limits (evaluator/runner/sandbox.py):
-# six limits cover them; the limit itself stops a hung evaluation long before.
+# On a GPU shared by N evaluations (RUNNER_EVALUATIONS_PER_GPU) a task may wait for device
+# memory (half its time limit, then behind a reservation: at most the running evaluations' and
+# the reserved runs' limits, N), run, and, out of memory beside the others, run again alone with
+# its whole limit after a wait of at most N limits and a minute (evaluator/runner/sandbox.py):
+# 2N + 3 limits cover them; the limit itself stops a hung evaluation long before. The
+# generation queue keeps its own, shorter timeout (GENERATION_Q_TIMEOUT, in ALT_CLUSTERS).
 EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", 300)
 # At most this many timed calls per side of an evaluation (0: the judge's own cap, 100 on the
 # CPU and 500 on a GPU, evaluator/config.py). Fewer calls widen a median's interval; the test
@@ -272,7 +274,8 @@ EVALUATION_MAX_REPS = env_int("EVALUATION_MAX_REPS", 0)
 if 0 < EVALUATION_MAX_REPS < 3:
     # Fewer than 3 calls give no interval: the judge's clock could never confirm a timing.
     raise ValueError(f"EVALUATION_MAX_REPS={EVALUATION_MAX_REPS}: 0 (the judge's cap) or 3 and up")
-Q_TIMEOUT = env_int("Q_TIMEOUT", 6 * EVALUATION_TIME_LIMIT + 60)
+_EVALUATIONS_PER_GPU = env_int("RUNNER_EVALUATIONS_PER_GPU", 4)
+Q_TIMEOUT = env_int("Q_TIMEOUT", (2 * _EVALUATIONS_PER_GPU + 3) * EVALUATION_TIME_LIMIT + 60)
 Q_RETRY = env_int("Q_RETRY", Q_TIMEOUT + 60)
 Q_CLUSTER = {
     "name": "kbsite",
@@ -291,9 +294,12 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
-# Every queue gets the same limits; ALT_CLUSTERS must exist for django-q2 to accept a
-# Q_CLUSTER_NAME other than the default one.
-Q_CLUSTER["ALT_CLUSTERS"] = {}
+# The hardware queues get the limits above, the generation queue its own; ALT_CLUSTERS must
+# exist for django-q2 to accept a Q_CLUSTER_NAME other than the default one.
+# A model-run step ends 30 s before its queue's timeout (submissions/runs/services.py).
+GENERATION_Q_TIMEOUT = env_int("GENERATION_Q_TIMEOUT", 2 * EVALUATION_TIME_LIMIT + 60)
+Q_CLUSTER["ALT_CLUSTERS"] = {
+    "generation": {"timeout": GENERATION_Q_TIMEOUT, "retry": GENERATION_Q_TIMEOUT + 60}}
 
 # Throttle counters live in the cache: shared through Redis when there is one.
 if REDIS_URL:
@@ -372,7 +378,7 @@ SUBMISSION_MAX_ATTEMPTS = env_int("SUBMISSION_MAX_ATTEMPTS", 3)
 # Evaluations run at once on one GPU (evaluator/judge/gate.py): their untimed phases share
 # it, each one's timed calls have it alone, and one starts only when its memory fits beside the
 # others'. 1 gives each evaluation the whole GPU. CPU slots are set with `runner --devices N`.
-RUNNER_EVALUATIONS_PER_GPU = env_int("RUNNER_EVALUATIONS_PER_GPU", 4)
+RUNNER_EVALUATIONS_PER_GPU = _EVALUATIONS_PER_GPU
 # The profiled call of a GPU evaluation in a sandboxed process of its own, whose profiler is
 # started ahead (evaluator/judge/workers.py, Profiler); off: the timed worker makes it after its
 # timing, paying the profiler's start (seconds) inside the evaluation.

@@ -57,6 +57,7 @@ def test_a_gpu_job_names_its_devices_gate_and_three_times_the_validated_peak(
     assert job["gate_dir"] == str(tmp_path / "gates" / "h200-gpu3")
     assert job["memory_need_bytes"] == EVALUATION_OVERHEAD_BYTES + 6 * GIB
     assert job["device_memory_bytes"] == int(0.9 * 140 * GIB)
+    assert job["device_slots"] == settings.RUNNER_EVALUATIONS_PER_GPU  # bounds a run alone's wait
     # Validations and baselines of the device take the same gate (they time alone).
     assert validation_job(validation, seed=1)["gate_dir"] == job["gate_dir"]
     assert baseline_job(relu_problem, h200, modes=["eager"], time_limit_s=60)["gate_dir"] == (

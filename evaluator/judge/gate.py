@@ -55,7 +55,8 @@ CANDIDATES = "candidates"  # one file per judge: the pids of its sandboxes' root
 GATE = "gate.lock"
 LEDGER = "memory.json"
 LEDGER_LOCK = "memory.lock"
-RESERVED = "reserved"  # the end of a waiting `alone` evaluation's key in the ledger
+RESERVED = "reserved"  # the end of a reservation's key in the ledger (an `alone` or late waiter)
+_RANK_CLASS = 10**20  # a reservation's rank: its class times this, plus when it was made (ns)
 
 
 class DeviceGate:
@@ -269,11 +270,12 @@ def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: 
     lease there).
 
     `alone`: admitted only once no other evaluation is; its wait is a reservation that keeps
-    new ones from being admitted meanwhile (one reservation at a time), so a steady stream of
-    small evaluations cannot keep it waiting. Past `max_wait_s` an evaluation still waiting
-    for room takes a reservation too, so that newcomers no longer pass it, and still starts
-    only where it fits (beside memory it does not fit, a neighbour's memory would decide its
-    verdict); with `give_up`, TimeoutError is raised instead."""
+    new ones from being admitted meanwhile, so a steady stream of small evaluations cannot keep
+    it waiting. Past `max_wait_s` an evaluation still waiting for room takes a reservation too,
+    so that newcomers no longer pass it, and still starts only where it fits (beside memory it
+    does not fit, a neighbour's memory would decide its verdict); with `give_up`, TimeoutError
+    is raised instead. Reservations are served one at a time, `alone` ones (runs again after
+    running out of memory) before late ones, each kind in the order they were made."""
     if not folder or need_bytes <= 0 or capacity_bytes <= 0:
         yield 0.0
         return
@@ -289,26 +291,29 @@ def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: 
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             try:
                 ledger = _read_ledger(root)
-                reserved = [k for k in ledger if k.endswith(RESERVED) and k != reservation]
                 running = {k: n for k, n in ledger.items() if not k.endswith(RESERVED)}
                 late = time.monotonic() - start > max_wait_s
-                if late and give_up:
-                    raise TimeoutError("the device's memory was not free in time")
-                if (alone or late) and not reserved and reservation not in ledger:
-                    ledger[reservation] = 0
+                if (alone or late) and reservation not in ledger:
+                    # Its place in the queue of reservations: runs alone (an evaluation that
+                    # has already run once) first, then the late ones, each in arrival order.
+                    ledger[reservation] = (0 if alone else 1) * _RANK_CLASS + time.time_ns()
                     _write_ledger(root, ledger)
+                queue = sorted((n, k) for k, n in ledger.items() if k.endswith(RESERVED))
+                first = queue[0][1] if queue else None
                 room = not running or sum(running.values()) + need_bytes <= capacity_bytes
                 if alone:
-                    fits = reservation in ledger and not running
+                    fits = first == reservation and not running
                 elif late:  # its reservation holds newcomers back until there is room
-                    fits = reservation in ledger and room
+                    fits = first == reservation and room
                 else:
-                    fits = not reserved and room
+                    fits = first is None and room
                 if fits:
                     ledger.pop(reservation, None)
                     ledger[key] = int(need_bytes)
                     _write_ledger(root, ledger)
                     break
+                if late and give_up:
+                    raise TimeoutError("the device's memory was not free in time")
             finally:
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
             time.sleep(poll_s)

@@ -247,10 +247,11 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
 
 
 # The share of its time limit an evaluation waits for device memory before it takes a
-# reservation (gate.admitted), and the time limits a run alone may wait for the device: its
-# neighbours' runs end within theirs, and its reservation keeps new ones out.
+# reservation (gate.admitted). A run alone waits for the device at most a time limit for each
+# evaluation that may share it, plus a minute: its reservation keeps newcomers out, so only the
+# running evaluations and the runs alone reserved before it (each within its limit) come first.
 ADMISSION_WAIT_SHARE = 0.5
-ALONE_WAIT_LIMITS = 2
+ALONE_WAIT_SLACK_S = 60.0
 
 
 def _may_run_again_alone(job: dict, result: dict) -> bool:
@@ -259,6 +260,10 @@ def _may_run_again_alone(job: dict, result: dict) -> bool:
     device's was admitted only with no other evaluation running, and none could join it."""
     return (result.get("verdict") == "out_of_memory" and bool(job.get("gate_dir"))
             and 0 < job["memory_need_bytes"] < job["device_memory_bytes"])
+
+
+def _alone_wait_s(job: dict) -> float:
+    return job["device_slots"] * job["time_limit_s"] + ALONE_WAIT_SLACK_S
 
 
 def _run_again_alone(job: dict, first: dict, emit: Callable[[dict], None],
@@ -278,14 +283,13 @@ def _run_again_alone(job: dict, first: dict, emit: Callable[[dict], None],
     try:
         with gate.admitted(job["gate_dir"], job["device_memory_bytes"],
                            job["device_memory_bytes"], on_wait=waiting, alone=True,
-                           give_up=True, max_wait_s=ALONE_WAIT_LIMITS * job["time_limit_s"],
-                           ) as waited_s:
+                           give_up=True, max_wait_s=_alone_wait_s(job)) as waited_s:
             alone = {**job, "seed": seed, "memory_need_bytes": job["device_memory_bytes"]}
             result = _run_admitted(alone, emit, time.monotonic())
     except TimeoutError:
         first.setdefault("environment", {})["sharing"] = {
             "run_again_alone": False,
-            "why": f"the device did not come free within {ALONE_WAIT_LIMITS} time limits"}
+            "why": f"the device did not come free within {_alone_wait_s(job):.0f} s"}
         return first
     phases = result.setdefault("phases", {})
     phases["admission_wait"] = (first.get("phases") or {}).get("admission_wait", 0.0) + waited_s

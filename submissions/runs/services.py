@@ -390,7 +390,7 @@ def step_messages(generation: Generation) -> list[dict]:
 
 def _deadline() -> float:
     """Leave the queue's hard timeout some room, so a slow provider ends as a failed step."""
-    timeout = float(getattr(settings, "Q_TIMEOUT", 360))
+    timeout = float(getattr(settings, "GENERATION_Q_TIMEOUT", 360))
     return time.monotonic() + max(30.0, timeout - 30.0)
 
 

@@ -295,7 +295,7 @@ def test_past_its_wait_an_evaluation_that_does_not_fit_still_waits_and_newcomers
     inside.wait(5)
     big = threading.Thread(target=run, args=("big", 80), kwargs={"max_wait_s": 0.1})
     big.start()
-    time.sleep(0.4)  # past its wait: its reservation is in
+    _wait_for_reservations(tmp_path, 1)  # past its wait
     small = threading.Thread(target=run, args=("small", 30))  # 60 + 30 would fit
     small.start()
     time.sleep(0.3)
@@ -304,6 +304,47 @@ def test_past_its_wait_an_evaluation_that_does_not_fit_still_waits_and_newcomers
     for t in (holder, big, small):
         t.join(10)
     assert order == ["holder left", "big", "small"]
+    assert gate._read_ledger(tmp_path) == {}
+
+
+def _wait_for_reservations(folder: Path, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while sum(k.endswith(gate.RESERVED) for k in gate._read_ledger(folder)) < count:
+        assert time.monotonic() < deadline, "the reservations never came"
+        time.sleep(0.02)
+
+
+def test_a_run_alone_goes_before_a_late_evaluation_that_reserved_first_and_late_ones_in_turn(
+        tmp_path: Path):
+    """An evaluation that already ran once (out of memory beside others) waits least; the
+    late ones are served in the order they came."""
+    order: list[str] = []
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.admitted(tmp_path, 60, 100, poll_s=0.02):
+            inside.set()
+            leave.wait(5)
+
+    def run(name: str, need: int, **how) -> None:
+        with gate.admitted(tmp_path, need, 100, poll_s=0.02, **how):
+            order.append(name)
+            time.sleep(0.05)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(5)
+    waiters = []
+    for count, (name, how) in enumerate([("late 1", {"max_wait_s": 0.0}),
+                                         ("late 2", {"max_wait_s": 0.0}),
+                                         ("alone", {"alone": True})], start=1):
+        waiters.append(threading.Thread(target=run, args=(name, 80), kwargs=how))
+        waiters[-1].start()
+        _wait_for_reservations(tmp_path, count)
+    leave.set()
+    for t in (holder, *waiters):
+        t.join(10)
+    assert order == ["alone", "late 1", "late 2"]
     assert gate._read_ledger(tmp_path) == {}
 
 

@@ -112,7 +112,7 @@ def test_a_run_alone_waits_for_the_device_past_the_time_limit_and_has_its_whole_
     inside = threading.Event()
     neighbour = _neighbour(tmp_path / "gate", 14.0, inside)
     started = time.monotonic()
-    source = RELU_FULL_UNTIL.format(until=time.time() + 5.0)
+    source = RELU_FULL_UNTIL.format(until=time.time() + 12.0)
     result = run_job(_shared(tmp_path, candidate_source=source, time_limit_s=8))
     neighbour.join()
     assert result["verdict"] == "correct", (result["verdict"], result["error"])
@@ -122,11 +122,11 @@ def test_a_run_alone_waits_for_the_device_past_the_time_limit_and_has_its_whole_
 
 def test_a_run_alone_whose_device_never_comes_free_keeps_the_first_verdict_and_says_why(
         tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(sandbox, "ALONE_WAIT_LIMITS", 0.5)
+    monkeypatch.setattr(sandbox, "ALONE_WAIT_SLACK_S", 0.0)  # one slot: one time limit
     inside = threading.Event()
     neighbour = _neighbour(tmp_path / "gate", 30.0, inside)
     started = time.monotonic()
-    result = run_job(_shared(tmp_path, time_limit_s=10))
+    result = run_job(_shared(tmp_path, time_limit_s=10, device_slots=1))
     took = time.monotonic() - started
     assert result["verdict"] == "out_of_memory"
     sharing = result["environment"]["sharing"]
