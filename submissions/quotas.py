@@ -2,7 +2,8 @@
 limit how much work one person can put on the runners.
 
 - QUOTA_MAX_QUEUED: submissions of one user waiting or running at once;
-- QUOTA_GPU_SECONDS_PER_DAY: evaluation wall time one user's submissions took since midnight UTC.
+- QUOTA_GPU_SECONDS_PER_DAY: evaluation wall time one user's submissions took since midnight UTC,
+  less the time they waited for device memory behind other evaluations (not theirs to pay).
 
 Both are read from settings at call time (0 turns a quota off). Staff are exempt, and so are
 submissions without a user (model runs, which admins start and pay for).
@@ -14,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db.models import F, FloatField, Sum
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
@@ -53,8 +54,9 @@ def queued_count(user) -> int:
 def gpu_seconds_used(user, *, since: datetime) -> float:
     """Evaluation wall time of the user's submissions finished since `since`.
 
-    The runner records the wall time in phases["wall"]; evaluations without it (a submission
-    stopped after killing its runners) count from started_at to finished_at.
+    The runner records the wall time in phases["wall"], and a shared GPU's wait for memory in
+    phases["admission_wait"], which is not charged; evaluations without the wall time (a
+    submission stopped after killing its runners) count from started_at to finished_at.
     """
     evaluations = Evaluation.objects.filter(
         submission__user=user,
@@ -63,7 +65,9 @@ def gpu_seconds_used(user, *, since: datetime) -> float:
     )
     with_wall = evaluations.filter(phases__has_key="wall")
     total = with_wall.aggregate(
-        seconds=Sum(Cast(KeyTextTransform("wall", "phases"), FloatField()))
+        seconds=Sum(Cast(KeyTextTransform("wall", "phases"), FloatField())
+                    - Coalesce(Cast(KeyTextTransform("admission_wait", "phases"), FloatField()),
+                               0.0))
     )["seconds"] or 0.0
     # Few rows lack the wall time, so these are summed here rather than in portable SQL.
     for started, finished in evaluations.exclude(phases__has_key="wall").filter(

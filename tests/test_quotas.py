@@ -196,6 +196,14 @@ def test_evaluations_without_a_wall_time_count_from_start_to_finish(
     assert quota_usage(user=user).gpu_seconds == pytest.approx(42.0, abs=0.01)
 
 
+def test_the_wait_for_device_memory_behind_other_evaluations_is_not_charged(
+    user, ready, cpu_hardware
+):
+    evaluated(stored(user, ready, cpu_hardware), phases={"wall": 400.0, "admission_wait": 350.0})
+    evaluated(stored(user, ready, cpu_hardware), phases={"wall": 12.0})
+    assert quota_usage(user=user).gpu_seconds == pytest.approx(62.0)
+
+
 def test_only_todays_evaluations_of_the_users_own_submissions_count(
     user, ready, cpu_hardware
 ):
