@@ -50,8 +50,8 @@ CPU_MIX = [("level1/901_Small_ReLU.py", "tests/kernels/relu_correct.py", "torch"
 MIX = LEVEL1_SET
 
 
-def real_mix(folder: Path, big: int | None = None, *, pairs: bool = False,
-             restated: int = 0, kernelbench: Path | None = None) -> list:
+def real_mix(folder: Path, kernelbench: Path, big: int | None = None, *, pairs: bool = False,
+             restated: int = 0) -> list:
     """--mix real: our own kernels at KernelBench's real sizes, levels 1 and 2: every elementwise
     level-1 problem of 4096 x 393216 fp32 in CUDA, Triton and PyTorch, right and wrong
     (bench/kernels/activations.py), the right and wrong kernels of gpu_kernels/ (matmuls, level 2
@@ -413,8 +413,8 @@ def main() -> int:
     if args.cpu:
         MIX, args.kernelbench = CPU_MIX, str(REPO / "problems" / "samples")
     elif args.mix == "real":
-        MIX = real_mix(var / "kernels", args.big, pairs=args.pairs, restated=args.restated,
-                       kernelbench=Path(args.kernelbench))
+        MIX = real_mix(var / "kernels", Path(args.kernelbench), args.big, pairs=args.pairs,
+                       restated=args.restated)
     os.environ.setdefault("BUILD_CACHE_DIR", str(var / "builds"))
     hardware, user, problems = setup(var, Path(args.kernelbench))
     print(f"mix: {len(MIX)} kernels on {len(problems)} problems, copies {args.copies}, "
@@ -447,7 +447,7 @@ def main() -> int:
             print(f"  unexpected: {item['kernel']}: {item['verdict']}: {item['error']} "
                   f"(sharing {item['sharing']}; profiler {item['profiler']}; memory GB "
                   f"{item['memory_gb']})", flush=True)
-        if args.json:  # likewise the file, pass by pass
+        if args.json:  # likewise the file, pass by pass (the last pass's is the whole run's)
             Path(args.json).write_text(json.dumps(results, indent=1, default=str))
 
     print(f"\n{'':28}" + "".join(f"{label:>12}" for label in results))
@@ -482,8 +482,6 @@ def main() -> int:
                   f"{100 * (shared - alone) / alone:>8.2f}"
                   f"{'-' if sa is None else format(sa, '.2f'):>16}"
                   f"{'-' if ss is None else format(ss, '.2f'):>17}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return 0 if all(r.get("drained") for r in results.values()) else 1
 
 

@@ -185,11 +185,11 @@ def write_mix(folder: Path, problems: int | None = None, *,
     folder.mkdir(parents=True, exist_ok=True)
     mix = []
     for index, problem_file in enumerate(list(ACTIVATIONS)[:problems]):
-        paired = BACKENDS[(index + 1) % len(BACKENDS)]
-        for backend in BACKENDS:
+        chosen = BACKENDS
+        if pairs:
+            chosen = (wrong_backend(index), BACKENDS[(index + 1) % len(BACKENDS)])
+        for backend in chosen:
             wrong = backend == wrong_backend(index)
-            if pairs and not wrong and backend != paired:
-                continue
             kind = "wrong" if wrong else "right"
             path = folder / f"{Path(problem_file).stem}_{backend}_{kind}.py"
             path.write_text(kernel_source(problem_file, backend, wrong=wrong))
