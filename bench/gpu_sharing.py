@@ -19,8 +19,8 @@ admits evaluations beside each other. Each pass drains a queue of the level 1 mi
 scripts/runner_check.py (right and wrong CUDA, Triton and PyTorch kernels, `--copies` times: 40
 evaluations by default), all compiled ahead
 into the build cache, and reports evaluations per GPU-hour (from the first claim to the last
-finish); then submits `--latency` already compiled right kernels one at a time and reports the
-median warm latency (submitted -> stored). With `--mix real` the queue is real_mix() instead
+finish); then submits `--latency` already compiled right kernels, spread over the mix, one at
+a time and reports the median warm latency (submitted -> stored). With `--mix real` the queue is real_mix() instead
 (twelve problems of 6 GiB tensors among them) and with `--cold` nothing is compiled ahead, each
 pass building into a cache of its own; the verdicts that differ between the two passes are
 listed (there should be none). Last, the timing proof: each right kernel's candidate
@@ -77,8 +77,16 @@ PASSES = {
     "before": {"RUNNER_EVALUATIONS_PER_GPU": "1", "RUNNER_PROFILE_PROCESS": "0"},
 }
 
-def latency_kernels() -> list:
+def right_kernels() -> list:
     return [item for item in MIX if "wrong" not in item[1]]
+
+
+def latency_kernels(count: int) -> list:
+    """`count` right kernels spread over the whole mix, its large problems and its small ones
+    alike (the drain has compiled them): the first ones of the real mix are all 6 GiB ones."""
+    right = right_kernels()
+    step = max(1, len(right) // max(1, count))
+    return [right[i * step % len(right)] for i in range(count)]
 
 # The phases shown first; every other phase an evaluation reports follows them.
 PHASES = ("worker_start", "load", "correctness", "gate_wait", "timing", "profile", "teardown",
@@ -197,8 +205,10 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
     out: dict = {"label": label}
     clocks = ClockLog(var / f"clocks-{label}.csv") if hardware.kind != "cpu" else None
     try:
-        # One evaluation first: the runner's workers up, their spares started.
-        warm = submit(user, hardware, problems, latency_kernels()[:1])
+        # One evaluation first: the runner's workers up, their spares started. The mix's last
+        # right kernel (in the real mix a small PyTorch one): the warm-up compiles its kernel
+        # into the pass's cache, and a first one's cold CUDA build of a 6 GiB problem took 51 s.
+        warm = submit(user, hardware, problems, right_kernels()[-1:])
         wait_finished(warm, runner, 300)
         time.sleep(3)
         drain = submit(user, hardware, problems, MIX * args.copies)
@@ -250,8 +260,7 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
             for t in out["timed"]:
                 t["device"] = device_during(samples, *t["window"])
         latencies = []
-        right = latency_kernels()
-        for item in [right[i % len(right)] for i in range(args.latency)]:
+        for item in latency_kernels(args.latency):
             time.sleep(1.0)  # the previous one's spare gets ready, as between real arrivals
             one = submit(user, hardware, problems, [item])
             wait_finished(one, runner, 300)
