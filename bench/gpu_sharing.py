@@ -17,15 +17,15 @@ On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
 The problems are validated on the device first, as on a curated site: their peaks are what
 admits evaluations beside each other. Each pass drains a queue of the level 1 mix of
 scripts/runner_check.py (right and wrong CUDA, Triton and PyTorch kernels, `--copies` times: 40
-evaluations by default), all compiled ahead
-into the build cache, and reports evaluations per GPU-hour (from the first claim to the last
-finish); then submits `--latency` already compiled right kernels, spread over the mix, one at
-a time and reports the median warm latency (submitted -> stored). With `--mix real` the queue is real_mix() instead
-(twelve problems of 6 GiB tensors among them) and with `--cold` nothing is compiled ahead, each
-pass building into a cache of its own; the verdicts that differ between the two passes are
-listed (there should be none). Last, the timing proof: each right kernel's candidate
-median timed alone (before) against timed while other evaluations ran their untimed phases
-(after), and the spread of its repeated medians in each pass.
+evaluations by default), all compiled ahead into the build cache, and reports evaluations per
+GPU-hour (from the first claim to the last finish); then submits `--latency` already compiled
+right kernels, spread over the mix, one at a time and reports the median warm latency
+(submitted -> stored). With `--mix real` the queue is real_mix() instead (twelve problems of 6
+GiB tensors among them) and with `--cold` nothing is compiled ahead, each pass building into a
+cache of its own; the verdicts that differ between the two passes are listed (there should be
+none). Last, the timing proof: each right kernel's candidate median timed alone (before)
+against timed while other evaluations ran their untimed phases (after), and the spread of its
+repeated medians in each pass.
 
 Each pass's runner starts without its self-test (`--self-test` keeps it): with `--cold` its
 CUDA starter's build alone took 63 s of device time in each pass (an H100), before the pass's
@@ -175,6 +175,13 @@ def wait_finished(submissions, runner, timeout: float, *, progress: bool = False
     return False
 
 
+def kernel_label(path: str) -> str:
+    """A kernel's file name, with its folder where the name alone says only right or wrong
+    (gpu_kernels/level1/NAME/right.py)."""
+    kernel = Path(path)
+    return kernel.stem if "_" in kernel.stem else f"{kernel.parent.name}/{kernel.stem}"
+
+
 def tell_finished(ids: list[int], kernel_of: dict[int, str], elapsed: float) -> None:
     """One line per finished submission: its verdict, wall, largest phases, memory wait and
     sharing note, and the error's start where it has one."""
@@ -188,7 +195,7 @@ def tell_finished(ids: list[int], kernel_of: dict[int, str], elapsed: float) -> 
         wall = (e.finished_at - e.started_at).total_seconds() if e.started_at else 0.0
         sharing = (e.environment or {}).get("sharing")
         error = f"; error: {(e.error or '')[:160]!r}" if e.error else ""
-        print(f"  [{elapsed:6.0f} s] {Path(kernel_of[e.submission_id]).stem}: {e.verdict} in "
+        print(f"  [{elapsed:6.0f} s] {kernel_label(kernel_of[e.submission_id])}: {e.verdict} in "
               f"{wall:.1f} s ({top}){f'; sharing {sharing}' if sharing else ''}{error}",
               flush=True)
 
