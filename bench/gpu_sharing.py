@@ -214,7 +214,8 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
     try:
         # One evaluation first: the runner's workers up, their spares started. The mix's last
         # right kernel (in the real mix a small PyTorch one): the warm-up compiles its kernel
-        # into the pass's cache, and a first one's cold CUDA build of a 6 GiB problem took 51 s.
+        # into the pass's cache ahead of the drain, and the first right kernel is a 6 GiB
+        # problem's CUDA one (evaluated cold on an H100: 51 s, 37 s of it the build).
         warm = submit(user, hardware, problems, right_kernels()[-1:])
         wait_finished(warm, runner, 300)
         time.sleep(3)
