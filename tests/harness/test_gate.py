@@ -278,26 +278,10 @@ def test_past_its_wait_an_evaluation_that_does_not_fit_still_waits_and_newcomers
     """It never starts beside memory it does not fit (a neighbour would decide its verdict);
     its reservation keeps evaluations that would fit beside the holder from passing it."""
     order: list[str] = []
-    inside, leave = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with gate.admitted(tmp_path, 60, 100, poll_s=0.02):
-            inside.set()
-            leave.wait(5)
-            order.append("holder left")
-
-    def run(name: str, need: int, **how) -> None:
-        with gate.admitted(tmp_path, need, 100, poll_s=0.02, **how):
-            order.append(name)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    inside.wait(5)
-    big = threading.Thread(target=run, args=("big", 80), kwargs={"max_wait_s": 0.1})
-    big.start()
+    holder, leave = _holder(tmp_path, order)
+    big = _waiter(tmp_path, order, "big", 80, max_wait_s=0.1)
     _wait_for_reservations(tmp_path, 1)  # past its wait
-    small = threading.Thread(target=run, args=("small", 30))  # 60 + 30 would fit
-    small.start()
+    small = _waiter(tmp_path, order, "small", 30)  # 60 + 30 would fit
     time.sleep(0.3)
     assert order == [], "nothing started beside the holder"
     leave.set()
@@ -305,6 +289,37 @@ def test_past_its_wait_an_evaluation_that_does_not_fit_still_waits_and_newcomers
         t.join(10)
     assert order == ["holder left", "big", "small"]
     assert gate._read_ledger(tmp_path) == {}
+
+
+def _holder(folder: Path, order: list[str] | None) -> tuple[threading.Thread, threading.Event]:
+    """A thread admitted for 60 of the device's 100 until the event it returns is set (then
+    "holder left" goes into `order`, where one is given)."""
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.admitted(folder, 60, 100, poll_s=0.02):
+            inside.set()
+            leave.wait(5)
+            if order is not None:
+                order.append("holder left")
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    inside.wait(5)
+    return thread, leave
+
+
+def _waiter(folder: Path, order: list[str], name: str, need: int, **how) -> threading.Thread:
+    """A thread waiting to be admitted for `need` of 100; its name goes into `order` once it
+    is, and it holds the device a moment."""
+    def run() -> None:
+        with gate.admitted(folder, need, 100, poll_s=0.02, **how):
+            order.append(name)
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
 
 
 def _wait_for_reservations(folder: Path, count: int) -> None:
@@ -319,27 +334,12 @@ def test_a_run_alone_goes_before_a_late_evaluation_that_reserved_first_and_late_
     """An evaluation that already ran once (out of memory beside others) waits least; the
     late ones are served in the order they came."""
     order: list[str] = []
-    inside, leave = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with gate.admitted(tmp_path, 60, 100, poll_s=0.02):
-            inside.set()
-            leave.wait(5)
-
-    def run(name: str, need: int, **how) -> None:
-        with gate.admitted(tmp_path, need, 100, poll_s=0.02, **how):
-            order.append(name)
-            time.sleep(0.05)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    inside.wait(5)
+    holder, leave = _holder(tmp_path, None)
     waiters = []
     for count, (name, how) in enumerate([("late 1", {"max_wait_s": 0.0}),
                                          ("late 2", {"max_wait_s": 0.0}),
                                          ("alone", {"alone": True})], start=1):
-        waiters.append(threading.Thread(target=run, args=(name, 80), kwargs=how))
-        waiters[-1].start()
+        waiters.append(_waiter(tmp_path, order, name, 80, **how))
         _wait_for_reservations(tmp_path, count)
     leave.set()
     for t in (holder, *waiters):
