@@ -274,8 +274,9 @@ def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: 
     it waiting. Past `max_wait_s` an evaluation still waiting for room takes a reservation too,
     so that newcomers no longer pass it, and still starts only where it fits (beside memory it
     does not fit, a neighbour's memory would decide its verdict); with `give_up`, TimeoutError
-    is raised instead. Reservations are served one at a time, `alone` ones (runs again after
-    running out of memory) before late ones, each kind in the order they were made."""
+    is raised instead. One whose need is all of `capacity_bytes` takes its reservation at once.
+    Reservations are served one at a time, `alone` ones (runs again after running out of
+    memory) before late ones, each kind in the order they were made."""
     if not folder or need_bytes <= 0 or capacity_bytes <= 0:
         yield 0.0
         return
@@ -292,7 +293,11 @@ def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: 
             try:
                 ledger = _read_ledger(root)
                 running = {k: n for k, n in ledger.items() if not k.endswith(RESERVED)}
-                late = time.monotonic() - start > max_wait_s
+                waited_out = time.monotonic() - start > max_wait_s
+                # One that needs all the device admits starts only with nothing else running,
+                # which a stream of smaller ones would not leave it before its wait is out: it
+                # takes its place in the queue as it comes.
+                late = waited_out or need_bytes >= capacity_bytes
                 if (alone or late) and reservation not in ledger:
                     # Its place in the queue of reservations: runs alone (an evaluation that
                     # has already run once) first, then the late ones, each in arrival order.
@@ -312,7 +317,7 @@ def admitted(folder: str | os.PathLike | None, need_bytes: int, capacity_bytes: 
                     ledger[key] = int(need_bytes)
                     _write_ledger(root, ledger)
                     break
-                if late and give_up:
+                if waited_out and give_up:
                     raise TimeoutError("the device's memory was not free in time")
             finally:
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)

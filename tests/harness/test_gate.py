@@ -291,6 +291,26 @@ def test_past_its_wait_an_evaluation_that_does_not_fit_still_waits_and_newcomers
     assert gate._read_ledger(tmp_path) == {}
 
 
+def test_an_evaluation_that_needs_the_whole_device_reserves_it_at_once_and_newcomers_wait(
+        tmp_path: Path):
+    """One whose expected need is all the device admits can start only with nothing else
+    running, a moment a stream of smaller evaluations would not leave it before half its time
+    limit (177 s for a 12 s evaluation on an H100): it reserves as it arrives, so it waits only
+    for those already running."""
+    order: list[str] = []
+    holder, leave = _holder(tmp_path, order)
+    whole = _waiter(tmp_path, order, "whole device", 120, max_wait_s=60)
+    _wait_for_reservations(tmp_path, 1)  # at once, long before its 60 s
+    small = _waiter(tmp_path, order, "small", 30, max_wait_s=60)  # 60 + 30 would fit
+    time.sleep(0.3)
+    assert order == [], "the small one did not pass the one that reserved the device"
+    leave.set()
+    for t in (holder, whole, small):
+        t.join(10)
+    assert order == ["holder left", "whole device", "small"]
+    assert gate._read_ledger(tmp_path) == {}
+
+
 def _holder(folder: Path, order: list[str] | None) -> tuple[threading.Thread, threading.Event]:
     """A thread admitted for 60 of the device's 100 until the event it returns is set (then
     "holder left" goes into `order`, where one is given)."""
