@@ -22,7 +22,7 @@ from evaluator.errors import clean_text, truncate
 from evaluator.judge.gate import DeviceGate
 from evaluator.runner import results, sandbox
 from evaluator.types import Job, Result
-from gpu_runner.sharing import sharing_fields
+from gpu_runner.sharing import profile_process_fits, sharing_fields
 from kbsite.live import publish, submission_group
 from leaderboard.selectors import would_set_record
 from leaderboard.services import board_refresh_for
@@ -107,7 +107,8 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
     problem = submission.problem
     hardware = submission.hardware
     device = "cpu" if hardware.kind == hardware.Kind.CPU else "cuda"
-    profile_process = device != "cpu" and settings.RUNNER_PROFILE_PROCESS
+    profile_process = (device != "cpu" and settings.RUNNER_PROFILE_PROCESS
+                       and profile_process_fits(submission.problem_version, hardware))
     return {
         "mode": "evaluate",
         "reference_source": submission.problem_version.source,

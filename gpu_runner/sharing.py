@@ -67,6 +67,24 @@ def memory_need_bytes(version: ProblemVersion | None, hardware: Hardware, *,
     return need
 
 
+def admitted_bytes(hardware: Hardware) -> int:
+    """What the evaluations admitted on one of this hardware's devices may expect to use
+    together (0 where its memory is not known)."""
+    return int(ADMIT_SHARE * (hardware.memory_bytes or 0))
+
+
+def profile_process_fits(version: ProblemVersion | None, hardware: Hardware) -> bool:
+    """Whether a profiling process (workers.Profiler) fits beside an evaluation of this problem
+    on this hardware's devices. It holds one more copy of the problem's tensors while the
+    correctness trials run: with 6 GiB tensors on an 80 GB card, the judge, the worker and it
+    together needed about all of the card, and honest kernels evaluated alone ran out of
+    memory where those without it fitted. Where it does not fit, the timed worker makes the
+    profiled call after the timing (RUNNER_PROFILE_PROCESS off does so for every problem)."""
+    capacity = admitted_bytes(hardware)
+    return not capacity or memory_need_bytes(version, hardware,
+                                             profile_process=True) <= capacity
+
+
 def sharing_fields(hardware: Hardware, version: ProblemVersion | None, *,
                    profile_process: bool = False) -> dict:
     """The job's gate fields: none when the device is not shared."""
@@ -77,6 +95,6 @@ def sharing_fields(hardware: Hardware, version: ProblemVersion | None, *,
         "gate_dir": folder,
         "memory_need_bytes": memory_need_bytes(version, hardware,
                                                profile_process=profile_process),
-        "device_memory_bytes": int(ADMIT_SHARE * (hardware.memory_bytes or 0)),
+        "device_memory_bytes": admitted_bytes(hardware),
         "device_slots": settings.RUNNER_EVALUATIONS_PER_GPU,
     }

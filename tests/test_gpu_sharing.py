@@ -82,6 +82,28 @@ def test_a_profiling_process_beside_the_trials_counts_one_more_peak_and_its_cont
     assert 2 * job["memory_need_bytes"] > job["device_memory_bytes"]
 
 
+def test_a_problem_whose_profiling_copy_would_not_fit_beside_it_is_profiled_by_its_worker(
+        user, relu_problem, settings, tmp_path):
+    """With 6 GiB tensors (an 18 GiB peak) on an 80 GB card, the judge, the worker and a
+    profiling process expect more than the card admits: run so on an H100, honest kernels
+    evaluated with no other evaluation beside ran out of memory. Without the profiling
+    process (the timed worker makes the profiled call after the timing) they fit, and the
+    evaluation may share the card with small ones."""
+    settings.RUNNER_GATE_DIR = tmp_path / "gates"
+    settings.RUNNER_PROFILE_PROCESS = True
+    h100 = Hardware.objects.create(slug="h100", name="NVIDIA H100", kind=Hardware.Kind.GPU,
+                                   memory_bytes=80 * GIB, gpu_count=1, backends=["torch"])
+    _validated(relu_problem, h100, 18 * GIB)
+    for slots in (4, 1):  # a device not shared holds the same three processes
+        settings.RUNNER_EVALUATIONS_PER_GPU = slots
+        job = build_job(_submission(user, relu_problem, h100))
+        assert job["profile_process"] is False
+    settings.RUNNER_EVALUATIONS_PER_GPU = 4
+    job = build_job(_submission(user, relu_problem, h100))
+    assert job["memory_need_bytes"] == EVALUATION_OVERHEAD_BYTES + 3 * 18 * GIB
+    assert job["memory_need_bytes"] < job["device_memory_bytes"]
+
+
 def test_cpu_jobs_and_a_gpu_set_to_one_evaluation_at_a_time_share_nothing(
         user, relu_problem, cpu_hardware, h200, settings):
     settings.RUNNER_EVALUATIONS_PER_GPU = 4

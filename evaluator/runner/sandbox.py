@@ -237,7 +237,8 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
     with gate.admitted(job["gate_dir"], job["memory_need_bytes"], job["device_memory_bytes"],
                        on_wait=waiting, max_wait_s=ADMISSION_WAIT_SHARE * limit,
                        ) as admission_wait_s:
-        result = _run_admitted(job, emit, t_begin)
+        # One admitted with all the device to itself starts no spare beside it either.
+        result = _run_admitted(job, emit, t_begin, refill=not _holds_whole_device(job))
     if admission_wait_s > 0.05:
         result.setdefault("phases", {})["admission_wait"] = admission_wait_s
     if _may_run_again_alone(job, result):
@@ -256,10 +257,18 @@ ALONE_WAIT_SLACK_S = 60.0
 
 def _may_run_again_alone(job: dict, result: dict) -> bool:
     """Whether an evaluation that ran out of memory on a shared device gets a run alone: where
-    other evaluations could have held memory beside it. One whose expected need is the whole
-    device's was admitted only with no other evaluation running, and none could join it."""
-    return (result.get("verdict") == "out_of_memory" and bool(job.get("gate_dir"))
-            and 0 < job["memory_need_bytes"] < job["device_memory_bytes"])
+    other evaluations, or its own profiling process, could have held memory beside it. One
+    whose expected need is the whole device's was admitted only with no other evaluation
+    running, and none could join it; without a profiling process it has already run alone."""
+    if result.get("verdict") != "out_of_memory" or not job.get("gate_dir"):
+        return False
+    return job["memory_need_bytes"] > 0 and not (_holds_whole_device(job)
+                                                 and not job["profile_process"])
+
+
+def _holds_whole_device(job: dict) -> bool:
+    """Admitted only with no other evaluation on its device (gate.admitted), none joining."""
+    return bool(job.get("gate_dir")) and job["memory_need_bytes"] >= job["device_memory_bytes"]
 
 
 def _alone_wait_s(job: dict) -> float:
@@ -284,8 +293,11 @@ def _run_again_alone(job: dict, first: dict, emit: Callable[[dict], None],
         with gate.admitted(job["gate_dir"], job["device_memory_bytes"],
                            job["device_memory_bytes"], on_wait=waiting, alone=True,
                            give_up=True, max_wait_s=_alone_wait_s(job)) as waited_s:
-            alone = {**job, "seed": seed, "memory_need_bytes": job["device_memory_bytes"]}
-            result = _run_admitted(alone, emit, time.monotonic())
+            # No process of ours beside it either: no profiling process (the timed worker
+            # makes the profiled call after the timing) and no spare for the next job.
+            alone = {**job, "seed": seed, "memory_need_bytes": job["device_memory_bytes"],
+                     "profile_process": False}
+            result = _run_admitted(alone, emit, time.monotonic(), refill=False)
     except TimeoutError:
         first.setdefault("environment", {})["sharing"] = {
             "run_again_alone": False,
@@ -315,7 +327,8 @@ class _Watch:
     slot_over: bool = False
 
 
-def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Result:
+def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float, *,
+                  refill: bool = True) -> Result:
     limit = job["time_limit_s"]
     isolation, prefix = isolation_prefix(job["device"])
 
@@ -346,7 +359,8 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float) -> Re
         _send_job(launch, job)
         # The next evaluation's processes start now, next to this one, and are stopped while
         # this one is timed (pool.py).
-        pool.POOL.refill(lambda: launch_for(True))
+        if refill:
+            pool.POOL.refill(lambda: launch_for(True))
         watch = _watch(launch, emit, t_spawn=t_spawn, deadline=t_spawn + limit)
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
         t_cleanup = time.monotonic()

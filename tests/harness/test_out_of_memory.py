@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from evaluator.judge import gate
-from evaluator.runner import sandbox
+from evaluator.runner import pool, sandbox
 from evaluator.runner.sandbox import run_job
 
 from . import problems as p
@@ -140,6 +140,46 @@ def test_an_evaluation_that_needs_the_whole_device_ran_alone_and_is_not_run_twic
     result = run_job(_shared(tmp_path, memory_need_bytes=1000))
     assert result["verdict"] == "out_of_memory"
     assert "sharing" not in result["environment"]
+
+
+def _record_runs(monkeypatch) -> list[dict]:
+    """What each run of the evaluation handed its judge, and whether it started a spare."""
+    runs: list[dict] = []
+    send_job, refill = sandbox._send_job, pool.POOL.refill
+
+    def sending(launch, job):
+        runs.append({"profile_process": job["profile_process"], "spare": False})
+        send_job(launch, job)
+
+    def refilling(make):
+        runs[-1]["spare"] = True
+        refill(make)
+
+    monkeypatch.setattr(sandbox, "_send_job", sending)
+    monkeypatch.setattr(pool.POOL, "refill", refilling)
+    return runs
+
+
+def test_a_run_alone_has_no_profiling_process_and_starts_no_spare_beside_it(
+        tmp_path: Path, monkeypatch):
+    """With the device's memory to itself: on an H100, an honest 6 GiB-tensor kernel's judge,
+    worker and profiling process together ran out of memory with no other evaluation beside."""
+    runs = _record_runs(monkeypatch)
+    result = run_job(_shared(tmp_path, profile_process=True))
+    assert result["verdict"] == "out_of_memory"
+    assert runs == [{"profile_process": True, "spare": True},
+                    {"profile_process": False, "spare": False}]
+
+
+def test_one_that_needs_the_whole_device_but_ran_with_its_profiling_process_runs_again_alone(
+        tmp_path: Path, monkeypatch):
+    runs = _record_runs(monkeypatch)
+    result = run_job(_shared(tmp_path, memory_need_bytes=1000, profile_process=True))
+    assert result["verdict"] == "out_of_memory"
+    assert result["environment"]["sharing"]["run_again_alone"] is True
+    # Neither run started a spare: each had all the device.
+    assert runs == [{"profile_process": True, "spare": False},
+                    {"profile_process": False, "spare": False}]
 
 
 def test_a_kernel_out_of_memory_alone_too_keeps_its_verdict_after_one_run_alone(
