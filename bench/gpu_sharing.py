@@ -62,14 +62,26 @@ def real_mix(folder: Path, kernelbench: Path, big: int | None = None, *, pairs: 
     GEMMs with epilogues) and the ReLU kernels of bench/kernels/. `big`: only the first that
     many of the 4096 x 393216 problems (each is evaluated alone on an 80 GB card); `pairs`: two
     kernels each, not four; `restated`: PyTorch kernels of that many level-2 GEMM problems
-    (bench/kernels/restated.py), a stream's many small problems."""
+    (bench/kernels/restated.py), a stream's many small problems. The 4096 x 393216 problems'
+    kernels come spread through the others, as a stream brings them (all first, each waited in
+    turn for the one before it while the small ones behind them waited too)."""
     from bench.kernels.activations import write_mix
     from bench.kernels.restated import write_restated
 
     own = [item for item in GPU_SET if "gpu_kernels/" in item[1]]
     relu = list(dict.fromkeys(item for item in LEVEL1_SET if "bench/kernels/" in item[1]))
     more = write_restated(folder, kernelbench, restated) if restated else []
-    return write_mix(folder, big, pairs=pairs) + own + relu + more
+    return spread_through(write_mix(folder, big, pairs=pairs) + relu, own + more)
+
+
+def spread_through(few: list, many: list) -> list:
+    """`few` spread evenly through `many`, whose first and last items stay first and last (the
+    warm-up evaluation is the last right kernel)."""
+    out = list(many)
+    # From the back, so that each position still counts `many`'s items before it.
+    for index in reversed(range(len(few))):
+        out.insert(round((index + 1) * len(many) / (len(few) + 1)), few[index])
+    return out
 
 # "after" first: a run that a time limit cuts short still has the new figures.
 PASSES = {
@@ -83,7 +95,7 @@ def right_kernels() -> list:
 
 def latency_kernels(count: int) -> list:
     """`count` right kernels spread over the whole mix, its large problems and its small ones
-    alike (the drain has compiled them): the first ones of the real mix are all 6 GiB ones."""
+    alike (the drain has compiled them)."""
     right = right_kernels()
     step = max(1, len(right) // max(1, count))
     return [right[i * step % len(right)] for i in range(count)]
