@@ -75,8 +75,8 @@ def real_mix(folder: Path, kernelbench: Path, big: int | None = None, *, pairs: 
 
 
 def spread_through(few: list, many: list) -> list:
-    """`few` spread evenly through `many`, whose first and last items stay first and last (the
-    warm-up evaluation is the last right kernel)."""
+    """`few` spread evenly through `many`; where they are fewer, `many`'s first and last items
+    stay first and last (the warm-up evaluation is the mix's last right kernel)."""
     out = list(many)
     # From the back, so that each position still counts `many`'s items before it.
     for index in reversed(range(len(few))):
