@@ -27,6 +27,9 @@ none). Last, the timing proof: each right kernel's candidate median timed alone 
 against timed while other evaluations ran their untimed phases (after), and the spread of its
 repeated medians in each pass.
 
+With `--json PATH`, the figures are written after each pass, and the site's database beside
+them (PATH with the suffix .sqlite3): every evaluation's result, to read afterwards.
+
 Each pass's runner starts without its self-test (`--self-test` keeps it): with `--cold` its
 CUDA starter's build alone took 63 s of device time in each pass (an H100), before the pass's
 first evaluation, so outside every figure above.
@@ -415,6 +418,19 @@ def print_outliers(label: str, timed: list[dict], share: float = 0.005) -> None:
           f"{seen or 'none'}; SM clock in them {sm}", flush=True)
 
 
+def keep_site(var: Path, to: Path) -> None:
+    """A copy of the site's database beside the JSON: every evaluation's result, phases and
+    environment, to read after the GPU machine has gone."""
+    import sqlite3
+
+    source, copy = sqlite3.connect(var / "db.sqlite3"), sqlite3.connect(to)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
+
+
 def spread(values: list[float]) -> float | None:
     """The spread of repeated medians: their standard deviation over their mean (%)."""
     if len(values) < 2:
@@ -485,6 +501,7 @@ def main() -> int:
                   f"{item['memory_gb']})", flush=True)
         if args.json:  # likewise the file, pass by pass (the last pass's is the whole run's)
             Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+            keep_site(var, Path(args.json).with_suffix(".sqlite3"))
 
     print(f"\n{'':28}" + "".join(f"{label:>12}" for label in results))
     rows = [("evaluations", "evaluations", "d"),
