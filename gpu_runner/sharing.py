@@ -76,10 +76,11 @@ def admitted_bytes(hardware: Hardware) -> int:
 def profile_process_fits(version: ProblemVersion | None, hardware: Hardware) -> bool:
     """Whether a profiling process (workers.Profiler) fits beside an evaluation of this problem
     on this hardware's devices. It holds one more copy of the problem's tensors while the
-    correctness trials run: with 6 GiB tensors on an 80 GB card, the judge, the worker and it
-    together needed about all of the card, and honest kernels evaluated alone ran out of
-    memory where those without it fitted. Where it does not fit, the timed worker makes the
-    profiled call after the timing (RUNNER_PROFILE_PROCESS off does so for every problem)."""
+    correctness trials run: with 6 GiB tensors on an 80 GB card (an H100), the judge, the
+    worker and it were expected to need more than the card admits, and three honest kernels
+    ran out of memory so with no other evaluation beside them. Where it does not fit, the timed
+    worker makes the profiled call after the timing (RUNNER_PROFILE_PROCESS off does so for
+    every problem)."""
     capacity = admitted_bytes(hardware)
     return not capacity or memory_need_bytes(version, hardware,
                                              profile_process=True) <= capacity
