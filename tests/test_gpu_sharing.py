@@ -94,12 +94,12 @@ def test_a_problem_whose_profiling_copy_would_not_fit_beside_it_is_profiled_by_i
     h100 = Hardware.objects.create(slug="h100", name="NVIDIA H100", kind=Hardware.Kind.GPU,
                                    memory_bytes=80 * GIB, gpu_count=1, backends=["torch"])
     _validated(relu_problem, h100, 18 * GIB)
+    jobs = {}
     for slots in (4, 1):  # a device not shared holds the same three processes
         settings.RUNNER_EVALUATIONS_PER_GPU = slots
-        job = build_job(_submission(user, relu_problem, h100))
-        assert job["profile_process"] is False
-    settings.RUNNER_EVALUATIONS_PER_GPU = 4
-    job = build_job(_submission(user, relu_problem, h100))
+        jobs[slots] = build_job(_submission(user, relu_problem, h100))
+        assert jobs[slots]["profile_process"] is False
+    job = jobs[4]
     assert job["memory_need_bytes"] == EVALUATION_OVERHEAD_BYTES + 3 * 18 * GIB
     assert job["memory_need_bytes"] < job["device_memory_bytes"]
 

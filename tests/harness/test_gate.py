@@ -277,16 +277,7 @@ def test_past_its_wait_an_evaluation_that_does_not_fit_still_waits_and_newcomers
         tmp_path: Path):
     """It never starts beside memory it does not fit (a neighbour would decide its verdict);
     its reservation keeps evaluations that would fit beside the holder from passing it."""
-    order: list[str] = []
-    holder, leave = _holder(tmp_path, order)
-    big = _waiter(tmp_path, order, "big", 80, max_wait_s=0.1)
-    _wait_for_reservations(tmp_path, 1)  # past its wait
-    small = _waiter(tmp_path, order, "small", 30)  # 60 + 30 would fit
-    time.sleep(0.3)
-    assert order == [], "nothing started beside the holder"
-    leave.set()
-    for t in (holder, big, small):
-        t.join(10)
+    order = _reserved_then_newcomer(tmp_path, "big", 80, max_wait_s=0.1)  # past its wait
     assert order == ["holder left", "big", "small"]
     assert gate._read_ledger(tmp_path) == {}
 
@@ -297,18 +288,28 @@ def test_an_evaluation_that_needs_the_whole_device_reserves_it_at_once_and_newco
     running, a moment a stream of smaller evaluations would not leave it before half its time
     limit (177 s for a 12 s evaluation on an H100): it reserves as it arrives, so it waits only
     for those already running."""
-    order: list[str] = []
-    holder, leave = _holder(tmp_path, order)
-    whole = _waiter(tmp_path, order, "whole device", 120, max_wait_s=60)
-    _wait_for_reservations(tmp_path, 1)  # at once, long before its 60 s
-    small = _waiter(tmp_path, order, "small", 30, max_wait_s=60)  # 60 + 30 would fit
-    time.sleep(0.3)
-    assert order == [], "the small one did not pass the one that reserved the device"
-    leave.set()
-    for t in (holder, whole, small):
-        t.join(10)
+    # Reserved at once, long before its 60 s.
+    order = _reserved_then_newcomer(tmp_path, "whole device", 120, max_wait_s=60)
     assert order == ["holder left", "whole device", "small"]
     assert gate._read_ledger(tmp_path) == {}
+
+
+def _reserved_then_newcomer(folder: Path, name: str, need: int, *,
+                            max_wait_s: float) -> list[str]:
+    """A holder of 60 of 100; `name` waits for `need` until it holds a reservation; then a
+    newcomer of 30, which would fit beside the holder, must not start before the holder has
+    left. Returns the order in which they started."""
+    order: list[str] = []
+    holder, leave = _holder(folder, order)
+    reserved = _waiter(folder, order, name, need, max_wait_s=max_wait_s)
+    _wait_for_reservations(folder, 1)
+    small = _waiter(folder, order, "small", 30, max_wait_s=60)  # 60 + 30 would fit
+    time.sleep(0.3)
+    assert order == [], "nothing started beside the holder, nor passed the reservation"
+    leave.set()
+    for t in (holder, reserved, small):
+        t.join(10)
+    return order
 
 
 def _holder(folder: Path, order: list[str] | None) -> tuple[threading.Thread, threading.Event]:
