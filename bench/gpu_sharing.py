@@ -457,6 +457,9 @@ def main() -> int:
                         "kernels of this many level-2 GEMM problems (bench/kernels/restated.py)")
     parser.add_argument("--cold", action="store_true",
                         help="nothing compiled ahead: each pass builds into a cache of its own")
+    parser.add_argument("--reuse-builds", action="store_true",
+                        help="with --cold: the one-per-GPU pass takes the shared pass's builds "
+                        "(its verdicts still compared; its throughput then not cold)")
     parser.add_argument("--self-test", action="store_true",
                         help="each pass's runner self-tests its backends as it starts")
     args = parser.parse_args()
@@ -482,10 +485,15 @@ def main() -> int:
         if args.only and label != args.only:
             continue
         if args.cold:
-            env = {**env, "BUILD_CACHE_DIR": str(var / f"builds-{label}")}
+            # --reuse-builds: one cache for both passes, filled by the shared pass (run first);
+            # the one-per-GPU pass's builds, one at a time, took most of its device time.
+            cache = "after" if args.reuse_builds else label
+            env = {**env, "BUILD_CACHE_DIR": str(var / f"builds-{cache}")}
         started = time.monotonic()
         results[label] = run_pass(label, env, args, hardware, user, problems, var)
         r = results[label]
+        r["builds"] = ("none ahead" if args.cold and (label == "after" or not args.reuse_builds)
+                       else "the shared pass's" if args.cold else "compiled ahead")
         # Each pass's figures as soon as it ends: a run cut short still shows them.
         print(f"{label}: {time.monotonic() - started:.0f} s, {r.get('evaluations')} evaluations "
               f"(drained: {r.get('drained')}), {r.get('per_gpu_hour') or 0:.0f} per GPU-hour, "
@@ -493,7 +501,7 @@ def main() -> int:
               f"verdicts {r.get('verdicts')}, profiled beside the trials "
               f"{r.get('profiled_beside_trials')} of {r.get('profiled_correct')} correct, "
               f"spares ready when taken {r.get('spares_ready')} of {r.get('evaluations')}, "
-              f"phases {r.get('phases')}", flush=True)
+              f"builds {r['builds']}, phases {r.get('phases')}", flush=True)
         print_outliers(label, r.get("timed") or [])
         for item in r.get("unexpected") or []:
             print(f"  unexpected: {item['kernel']}: {item['verdict']}: {item['error']} "
