@@ -484,16 +484,17 @@ def main() -> int:
     for label, env in PASSES.items():
         if args.only and label != args.only:
             continue
+        builds = "compiled ahead"
         if args.cold:
             # --reuse-builds: one cache for both passes, filled by the shared pass (run first);
             # the one-per-GPU pass's builds, one at a time, took most of its device time.
             cache = "after" if args.reuse_builds else label
             env = {**env, "BUILD_CACHE_DIR": str(var / f"builds-{cache}")}
+            builds = "none ahead" if cache == label else "the shared pass's"
         started = time.monotonic()
         results[label] = run_pass(label, env, args, hardware, user, problems, var)
         r = results[label]
-        r["builds"] = ("none ahead" if args.cold and (label == "after" or not args.reuse_builds)
-                       else "the shared pass's" if args.cold else "compiled ahead")
+        r["builds"] = builds
         # Each pass's figures as soon as it ends: a run cut short still shows them.
         print(f"{label}: {time.monotonic() - started:.0f} s, {r.get('evaluations')} evaluations "
               f"(drained: {r.get('drained')}), {r.get('per_gpu_hour') or 0:.0f} per GPU-hour, "
