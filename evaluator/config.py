@@ -165,6 +165,14 @@ def normalize_job(job: Job) -> Job:
     return out
 
 
+def starts_profiling_process(job: dict) -> bool:
+    """Whether the judge makes the profiled call in a process of its own (workers.Profiler),
+    which holds one more copy of the problem's tensors beside the evaluation: a timed
+    evaluation, on a normalized job that asks for one."""
+    return (bool(job.get("profile_process")) and job.get("mode") == "evaluate"
+            and bool(job.get("measure", True)))
+
+
 def peak_rate(peak_tflops: Any, precision: str) -> float | None:
     """The hardware's peak rate (TFLOP/s) for a precision: one number, or one per precision."""
     if isinstance(peak_tflops, (int, float)) and not isinstance(peak_tflops, bool):

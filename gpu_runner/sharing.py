@@ -22,7 +22,9 @@ PROFILE_PROCESS_OVERHEAD_BYTES = 1 * GIB
 # A problem never validated on a GPU: assumed this large (a runner asks for the validations its
 # hardware lacks as it starts, problems.curation.validations_missing_request).
 UNKNOWN_PEAK_BYTES = 8 * GIB
-# The share of the device's memory that admitted evaluations may expect to use together.
+# The share of the device's memory that admitted evaluations may expect to use together. The
+# rest holds what no ledger counts: each worker's spare processes started ahead, a CUDA
+# context each (hundreds of MiB on an H100), and the allocators' fragments.
 ADMIT_SHARE = 0.9
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import EVALUATOR_VERSION, backends
+from evaluator.config import starts_profiling_process
 from evaluator.errors import is_oom, short_message, unavailable_reason
 from evaluator.judge.evidence import process_tree, processes_left_running
 from evaluator.judge.gate import DeviceGate
@@ -259,8 +260,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         job = self.job
         self.worker = self.start_worker(self.device, job["limits"], job["log_limit"],
                                         self.workdir / "worker")
-        if (job.get("profile_process") and job.get("mode") != "compile"
-                and job.get("measure", True)):
+        if starts_profiling_process(job):
             handle = self.start_worker(self.device, job["limits"], job["log_limit"],
                                        self.workdir / "profiler")
             self.profiler = Profiler(handle, warm_posted=bool(

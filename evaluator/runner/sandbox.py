@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import EVALUATOR_VERSION, backends, launcher
-from evaluator.config import JobError, normalize_job
+from evaluator.config import JobError, normalize_job, starts_profiling_process
 from evaluator.errors import signal_name, truncate
 from evaluator.judge import gate
 from evaluator.process import oom_kill_count, parent_death_signal_available
@@ -256,19 +256,26 @@ ALONE_WAIT_SLACK_S = 60.0
 
 
 def _may_run_again_alone(job: dict, result: dict) -> bool:
-    """Whether an evaluation that ran out of memory on a shared device gets a run alone: where
-    other evaluations, or its own profiling process, could have held memory beside it. One
-    whose expected need is the whole device's was admitted only with no other evaluation
+    """Whether an evaluation that ran out of memory gets a run alone: where its own profiling
+    process (shared device or not), or other evaluations, could have held memory beside it.
+    One whose expected need is the whole device's was admitted only with no other evaluation
     running, and none could join it; without a profiling process it has already run alone."""
-    if result.get("verdict") != "out_of_memory" or not job.get("gate_dir"):
+    if result.get("verdict") != "out_of_memory":
         return False
-    return job["memory_need_bytes"] > 0 and not (_holds_whole_device(job)
-                                                 and not job["profile_process"])
+    if starts_profiling_process(job):
+        return True
+    return _shares_device(job) and job["memory_need_bytes"] < job["device_memory_bytes"]
+
+
+def _shares_device(job: dict) -> bool:
+    """Admitted through the device's memory ledger (gate.admitted): a gate, and both sizes."""
+    return (bool(job.get("gate_dir")) and job["memory_need_bytes"] > 0
+            and job["device_memory_bytes"] > 0)
 
 
 def _holds_whole_device(job: dict) -> bool:
     """Admitted only with no other evaluation on its device (gate.admitted), none joining."""
-    return bool(job.get("gate_dir")) and job["memory_need_bytes"] >= job["device_memory_bytes"]
+    return _shares_device(job) and job["memory_need_bytes"] >= job["device_memory_bytes"]
 
 
 def _alone_wait_s(job: dict) -> float:

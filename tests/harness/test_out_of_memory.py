@@ -165,7 +165,7 @@ def test_a_run_alone_has_no_profiling_process_and_starts_no_spare_beside_it(
     """With the device's memory to itself: on an H100, an honest 6 GiB-tensor kernel's judge,
     worker and profiling process together ran out of memory with no other evaluation beside."""
     runs = _record_runs(monkeypatch)
-    result = run_job(_shared(tmp_path, profile_process=True))
+    result = run_job(_shared(tmp_path, profile_process=True, measure=True))
     assert result["verdict"] == "out_of_memory"
     assert runs == [{"profile_process": True, "spare": True},
                     {"profile_process": False, "spare": False}]
@@ -174,7 +174,8 @@ def test_a_run_alone_has_no_profiling_process_and_starts_no_spare_beside_it(
 def test_one_that_needs_the_whole_device_but_ran_with_its_profiling_process_runs_again_alone(
         tmp_path: Path, monkeypatch):
     runs = _record_runs(monkeypatch)
-    result = run_job(_shared(tmp_path, memory_need_bytes=1000, profile_process=True))
+    result = run_job(_shared(tmp_path, memory_need_bytes=1000, profile_process=True,
+                             measure=True))
     assert result["verdict"] == "out_of_memory"
     assert result["environment"]["sharing"]["run_again_alone"] is True
     # Neither run started a spare: each had all the device.
@@ -194,3 +195,26 @@ def test_without_sharing_an_out_of_memory_runs_once(tmp_path: Path):
     result = run_job(make_job(p.RELU, ALWAYS_FULL))
     assert result["verdict"] == "out_of_memory"
     assert "sharing" not in result["environment"]
+
+
+def test_on_a_device_of_its_own_an_out_of_memory_beside_its_profiling_process_runs_again(
+        monkeypatch):
+    """One evaluation per GPU still has its profiling process beside it, whose copy of the
+    problem's tensors may be what the evaluation lacked."""
+    runs = _record_runs(monkeypatch)
+    result = run_job(make_job(p.RELU, ALWAYS_FULL, profile_process=True, measure=True))
+    assert result["verdict"] == "out_of_memory"
+    assert result["environment"]["sharing"]["run_again_alone"] is True
+    assert runs == [{"profile_process": True, "spare": True},
+                    {"profile_process": False, "spare": False}]
+
+
+def test_a_device_whose_memory_is_unknown_admits_everyone_and_gives_no_run_alone(
+        tmp_path: Path, monkeypatch):
+    """Its ledger admits every evaluation at once (gate.admitted), so no run there is alone,
+    and none holds the whole device: each still starts the next one's spare."""
+    runs = _record_runs(monkeypatch)
+    result = run_job(_shared(tmp_path, device_memory_bytes=0))
+    assert result["verdict"] == "out_of_memory"
+    assert "sharing" not in result["environment"]
+    assert runs == [{"profile_process": False, "spare": True}]
