@@ -126,8 +126,18 @@ CACHE_ENV: dict[str, str] = {var: folder for b in BACKENDS.values()
 WORKER_ENV: dict[str, str] = {var: value for b in BACKENDS.values() for var, value in b.env.items()}
 
 
+# What a source that builds an extension names, whatever backend it was submitted as.
+EXTENSION_WORDS = ("cpp_extension", "load_inline")
+
+
 class UnknownBackend(KeyError):
     pass
+
+
+def builds_extension(backend: str, source: str) -> bool:
+    """Whether loading this source compiles a native extension (torch.utils.cpp_extension):
+    its backend's way, or a source submitted as another backend that builds one all the same."""
+    return get(backend).builds_extension or any(word in source for word in EXTENSION_WORDS)
 
 
 def get(name: str) -> Backend:

@@ -47,9 +47,6 @@ from evaluator.process import apply_limits
 from evaluator.types import blank_result
 
 REFERENCE_MODULE = "kb_reference"
-# Backends whose source builds an extension when it is loaded (torch.utils.cpp_extension).
-# What a source that builds an extension names, whatever backend it was submitted as.
-EXTENSION_WORDS = ("cpp_extension", "load_inline")
 
 
 class Events:
@@ -71,8 +68,7 @@ def load_holds_device(job: dict) -> bool:
     and its model's construction may launch device work): yes, unless the load builds an
     extension the build cache does not hold (a cold build keeps the host a minute or more, and
     no other evaluation's timing should wait that long), or the job only compiles."""
-    builds = backends.get(job["backend"]).builds_extension or any(
-        word in job["candidate_source"] for word in EXTENSION_WORDS)
+    builds = backends.builds_extension(job["backend"], job["candidate_source"])
     return job.get("mode") != "compile" and not (builds and not job.get("build_cached"))
 
 

@@ -226,6 +226,12 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
         emit({"type": "phase", "phase": "done"})
         return result
 
+    # A cold extension build first, before the evaluation takes its memory (builds_ahead).
+    built = _build_ahead(job, emit) if builds_ahead(job) else None
+    if built is not None and built.get("verdict") == "compile_error":
+        emit({"type": "phase", "phase": "done"})  # the verdict: it would not build inside either
+        return _with_build_ahead(built, built)
+
     # On a device shared by several evaluations, start only once this one's memory fits beside
     # theirs (gate.py); the runner renews its claim meanwhile (the events).
     def waiting(waited_s: float) -> None:
@@ -243,8 +249,55 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
         result.setdefault("phases", {})["admission_wait"] = admission_wait_s
     if _may_run_again_alone(job, result):
         result = _run_again_alone(job, result, emit, waiting)
+    if built is not None:
+        result = _with_build_ahead(result, built)
     emit({"type": "phase", "phase": "done"})
     return result
+
+
+def builds_ahead(job: dict) -> bool:
+    """Whether the candidate is built before its evaluation is admitted: on a device shared by
+    several evaluations, a source that builds an extension its owner's cache does not hold yet.
+    A cold build holds the host a minute or more and no device memory; built inside the
+    evaluation, it kept the memory the evaluation expects from all others meanwhile (issue 41:
+    builds of 53 to 74 s on an H100, each holding a 6 GiB-tensor problem's 57.75 GiB while
+    smaller evaluations waited behind it). On a device of its own nothing waits for it."""
+    if job.get("mode", "evaluate") != "evaluate" or not job.get("gate_dir"):
+        return False
+    if not backends.builds_extension(job["backend"], job["candidate_source"]):
+        return False
+    entry = buildcache.entry_for(job)
+    return entry is not None and not entry.is_dir()
+
+
+def _build_ahead(job: dict, emit: Callable[[dict], None]) -> Result:
+    """The candidate built into its owner's cache by a compile-only job (judge.py), sandboxed as
+    an evaluation is, with its own time limit and never admitted for memory: its processes hold
+    what a spare's do (a CUDA context each, and the models' weights), and like any candidate
+    process they stand still while another evaluation is timed (gate.py). It decides nothing
+    but a build that fails: what it leaves in the cache is its owner's alone, as an
+    evaluation's build would be (buildcache.py)."""
+    built = _run_admitted({**job, "mode": "compile"}, emit, time.monotonic())
+    entry = buildcache.entry_for(job)
+    if built.get("verdict") != "compiled" and entry is not None:
+        # A build cut short leaves part of one: the evaluation builds from nothing, as a cold
+        # build (judge.load_holds_device), not as a cached one holding the device meanwhile.
+        buildcache.remove_tree(entry)
+    return built
+
+
+def _with_build_ahead(result: Result, built: Result) -> Result:
+    """The evaluation's result (or the failed build's own), with its build's time and
+    compiler output."""
+    result.setdefault("phases", {})["build_ahead"] = (built.get("phases") or {}).get("total", 0.0)
+    result.setdefault("environment", {})["build_ahead"] = {
+        "verdict": built.get("verdict"), "error": built.get("error"),
+        "compile": built.get("compile")}
+    # The compiler spoke in the build; the evaluation loaded what it built.
+    log = str(built.get("compile_log") or "")
+    if log and log not in str(result.get("compile_log") or ""):
+        result["compile_log"] = f"{log}\n{result.get('compile_log') or ''}".rstrip()
+    return cap_result(json_safe(result))  # the two logs together, within the stored limit
 
 
 # The share of its time limit an evaluation waits for device memory before it takes a

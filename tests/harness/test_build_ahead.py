@@ -1,0 +1,136 @@
+"""A cold extension build on a shared device runs before its evaluation is admitted
+(evaluator/runner/sandbox.py): a build holds the host a minute or more and no device memory,
+so the memory its evaluation expects is not kept from other evaluations meanwhile. On an H100
+(issue 41), builds of 53 to 74 s held a 6 GiB-tensor problem's 57.75 GiB each, one after
+another, while smaller evaluations waited up to 185 s behind them.
+
+The first test runs real processes (a real C++ build, about a minute on two cores): only a real
+build shows that the cache entry is written while the device's memory is still held by
+another evaluation, and that the evaluation then loads it without compiling."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from evaluator.judge import gate
+from evaluator.runner import buildcache
+from evaluator.runner.sandbox import _with_build_ahead, builds_ahead, run_job
+
+from . import problems as p
+from .conftest import make_job
+
+
+def _shared(tmp_path: Path, candidate: str, **overrides) -> dict:
+    job = make_job(p.RELU, candidate, backend="cpp", build_dir=str(tmp_path / "builds"),
+                   gate_dir=str(tmp_path / "gate"), memory_need_bytes=5,
+                   device_memory_bytes=10)
+    return {**job, **overrides}
+
+
+def _hold_the_device(tmp_path: Path, need: int, release: threading.Event) -> threading.Thread:
+    """Another evaluation, admitted with `need` of the device's 10 until `release` is set."""
+    held = threading.Event()
+
+    def neighbour() -> None:
+        with gate.admitted(tmp_path / "gate", need, 10):
+            held.set()
+            release.wait(400)
+
+    holder = threading.Thread(target=neighbour)
+    holder.start()
+    held.wait(10)
+    return holder
+
+
+def test_a_cold_build_runs_while_the_devices_memory_is_held_and_the_evaluation_loads_it(
+        tmp_path: Path):
+    job = _shared(tmp_path, p.CPP_RELU, time_limit_s=300)
+    entry = buildcache.entry_for(job)
+    release = threading.Event()
+    holder = _hold_the_device(tmp_path, 9, release)
+    try:
+        with ThreadPoolExecutor(1) as threads:
+            running = threads.submit(run_job, job)
+            deadline = time.monotonic() + 200
+            while not entry.is_dir() and not running.done() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            built_while_held = entry.is_dir() and not release.is_set()
+            release.set()
+            result = running.result(timeout=300)
+    finally:
+        release.set()
+        holder.join(10)
+    assert built_while_held, result["error"] + result["compile_log"]
+    assert result["verdict"] == "correct", result["error"] + result["compile_log"]
+    assert result["compile"]["cache_hit"] is True and result["compile"]["compiled"] is False
+    assert result["phases"]["build_ahead"] > 0
+    assert result["phases"]["admission_wait"] > 0
+    assert result["environment"]["build_ahead"]["verdict"] == "compiled"
+
+
+def test_a_build_that_fails_ahead_is_the_verdict_and_never_waits_for_memory(tmp_path: Path):
+    job = _shared(tmp_path, p.CPP_BAD_FLAG, time_limit_s=120)
+    release = threading.Event()
+    holder = _hold_the_device(tmp_path, 10, release)  # the whole device, for 30 s at most
+    threading.Timer(30, release.set).start()
+    try:
+        result = run_job(job)
+    finally:
+        release.set()
+        holder.join(10)
+    assert result["verdict"] == "compile_error", result["error"]
+    assert "fno-such-flag-kbsite" in result["compile_log"]
+    assert "admission_wait" not in result["phases"]
+    assert result["phases"]["build_ahead"] > 0
+
+
+def test_only_an_uncached_extension_build_on_a_shared_device_is_built_ahead(tmp_path: Path):
+    job = _shared(tmp_path, p.CPP_RELU)
+    assert builds_ahead(job)
+    # Submitted as PyTorch, but building an extension all the same.
+    assert builds_ahead({**job, "backend": "torch"})
+    assert not builds_ahead({**job, "gate_dir": None})  # a device of its own: nothing waits
+    assert not builds_ahead({**job, "build_dir": None})  # no cache to build into
+    assert not builds_ahead({**job, "mode": "compile"})
+    assert not builds_ahead(_shared(tmp_path, p.TRITON_RELU, backend="triton"))
+    buildcache.entry_for(job).mkdir(parents=True)  # already built
+    assert not builds_ahead(job)
+
+
+def test_what_the_compiler_said_ahead_stays_in_the_evaluations_compile_log():
+    built = {"verdict": "compiled", "compile_log": "warning: unused variable", "error": "",
+             "phases": {"total": 61.5}, "compile": {"compiled": True}}
+    result = _with_build_ahead({"verdict": "correct", "compile_log": "loaded", "phases": {}},
+                               built)
+    assert result["compile_log"] == "warning: unused variable\nloaded"
+    assert result["phases"]["build_ahead"] == 61.5
+    assert result["environment"]["build_ahead"]["compile"] == {"compiled": True}
+    # Said once, not twice, where the evaluation's own log already has it.
+    again = _with_build_ahead(dict(result), built)
+    assert again["compile_log"].count("unused variable") == 1
+
+
+# Builds part of an extension (a file in its build folder), then never finishes.
+HALF_BUILT_THEN_HANGS = p.RELU.replace("class Model(", "class ModelNew(").replace(
+    "import torch.nn as nn", """import torch.nn as nn
+import os, pathlib, time
+# load_inline never comes: the build stops halfway, as a crash or a hang would leave it
+folder = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"])
+folder.mkdir(parents=True, exist_ok=True)
+(folder / "half_built.o").write_bytes(b"0" * 1024)
+time.sleep(120)""")
+
+
+def test_a_build_cut_short_ahead_leaves_nothing_for_the_evaluation_to_load_as_cached(
+        tmp_path: Path):
+    """Its half-built entry would make the evaluation's load count as a cached one (held on the
+    device while it builds the rest); the evaluation starts from nothing instead."""
+    job = _shared(tmp_path, HALF_BUILT_THEN_HANGS, backend="torch", time_limit_s=12)
+    assert builds_ahead(job)
+    result = run_job(job)
+    assert result["environment"]["build_ahead"]["verdict"] == "timeout"
+    assert result["verdict"] == "timeout", result["error"]
+    assert result["environment"]["sandbox"]["build_cache"]["hit"] is False
