@@ -119,7 +119,8 @@ for section in $sections; do
         verdicts) python3 scripts/gpu_check.py --problems "$KB" --only verdicts 2>&1 | tee "$OUT/verdicts.log" ;;
         # The exploit and attack suites in one go, as a change to the judge, the runner or the
         # build cache needs them (issues 36, 40): the CPU exploit suite in two halves beside the
-        # attack suite (a real runner serving the GPU; a host's 16 cores hold the three), then,
+        # attack suite (a real runner serving the GPU; a host's 16 cores hold the three) and the
+        # builds ahead of admission (tests/harness/test_build_ahead.py, a CUDA one), then,
         # each alone, the noisy neighbours (their medians are the point) and the limits (they
         # read the host's room); a table of each part's pytest summary at the end.
         suites)
@@ -141,7 +142,9 @@ for section in $sections; do
                 --ignore=$ex/test_noisy_neighbours.py & b=$!
             KB_SANDBOX_TEST_DEVICE=cuda EVALUATION_TIME_LIMIT=$limit suite attacks \
                 tests/sandbox --ignore=tests/sandbox/test_limits.py & c=$!
-            for pid in $a $b $c; do wait $pid || status=1; done
+            # A cold CUDA build ahead of its evaluation's memory (evaluator/runner/sandbox.py).
+            suite build tests/harness/test_build_ahead.py & d=$!
+            for pid in $a $b $c $d; do wait $pid || status=1; done
             suite noisy $ex/test_noisy_neighbours.py || status=1
             KB_SANDBOX_TEST_DEVICE=cuda EVALUATION_TIME_LIMIT=$limit suite limits \
                 tests/sandbox/test_limits.py || status=1
@@ -149,7 +152,7 @@ for section in $sections; do
             while IFS=$'\t' read -r name rc secs summary; do
                 printf '%-11s %3s %6s  %s\n' "$name" "$rc" "$secs" "$summary"
             done <"$OUT/suites.tsv"
-            for part in exploits-a exploits-b attacks noisy limits; do
+            for part in exploits-a exploits-b attacks build noisy limits; do
                 grep -E '^(FAILED|ERROR) ' "$OUT/suite_$part.log" | head -n 10
             done
             true ;;  # each part's status is counted above

@@ -4,9 +4,9 @@ so the memory its evaluation expects is not kept from other evaluations meanwhil
 (issue 41), builds of 53 to 74 s held a 6 GiB-tensor problem's 57.75 GiB each, one after
 another, while smaller evaluations waited up to 185 s behind them.
 
-The first test runs real processes (a real C++ build, about a minute on two cores): only a real
-build shows that the cache entry is written while the device's memory is still held by
-another evaluation, and that the evaluation then loads it without compiling."""
+The first tests run real processes (a real C++ build, half a minute on two cores; a CUDA one on
+a GPU): only a real build shows that the cache entry is written while the device's memory is
+still held by another evaluation, and that the evaluation then loads it without compiling."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pytest
 
 from evaluator.judge import gate
 from evaluator.runner import buildcache
@@ -45,9 +47,9 @@ def _hold_the_device(tmp_path: Path, need: int, release: threading.Event) -> thr
     return holder
 
 
-def test_a_cold_build_runs_while_the_devices_memory_is_held_and_the_evaluation_loads_it(
-        tmp_path: Path):
-    job = _shared(tmp_path, p.CPP_RELU, time_limit_s=300)
+def _built_while_the_device_is_held(tmp_path: Path, job: dict) -> tuple[bool, dict]:
+    """Runs `job` while another evaluation holds 9 of the device's 10 until its build is in the
+    cache: whether the build came before the memory was let go, and the result."""
     entry = buildcache.entry_for(job)
     release = threading.Event()
     holder = _hold_the_device(tmp_path, 9, release)
@@ -63,12 +65,30 @@ def test_a_cold_build_runs_while_the_devices_memory_is_held_and_the_evaluation_l
     finally:
         release.set()
         holder.join(10)
+    return built_while_held, result
+
+
+def _loaded_what_was_built_ahead(built_while_held: bool, result: dict) -> None:
     assert built_while_held, result["error"] + result["compile_log"]
     assert result["verdict"] == "correct", result["error"] + result["compile_log"]
     assert result["compile"]["cache_hit"] is True and result["compile"]["compiled"] is False
     assert result["phases"]["build_ahead"] > 0
     assert result["phases"]["admission_wait"] > 0
     assert result["environment"]["build_ahead"]["verdict"] == "compiled"
+
+
+def test_a_cold_build_runs_while_the_devices_memory_is_held_and_the_evaluation_loads_it(
+        tmp_path: Path):
+    job = _shared(tmp_path, p.CPP_RELU, time_limit_s=300)
+    _loaded_what_was_built_ahead(*_built_while_the_device_is_held(tmp_path, job))
+
+
+@pytest.mark.gpu
+def test_a_cold_cuda_build_on_a_shared_gpu_runs_before_its_evaluation_is_admitted(
+        tmp_path: Path):
+    """On the GPU, with nvcc: what the sharing bench's cold CUDA kernels go through."""
+    job = _shared(tmp_path, p.CUDA_RELU, backend="cuda", device="cuda", time_limit_s=300)
+    _loaded_what_was_built_ahead(*_built_while_the_device_is_held(tmp_path, job))
 
 
 def test_a_build_that_fails_ahead_is_the_verdict_and_never_waits_for_memory(tmp_path: Path):
