@@ -150,6 +150,8 @@ def normalize_job(job: Job) -> Job:
     out["gate_dir"] = str(out["gate_dir"]) if out.get("gate_dir") else None
     out["memory_need_bytes"] = max(0, int(out.get("memory_need_bytes") or 0))
     out["device_memory_bytes"] = max(0, int(out.get("device_memory_bytes") or 0))
+    # What a compile-only job ahead of the evaluation is expected to hold (runner/sandbox.py).
+    out["build_need_bytes"] = max(0, int(out.get("build_need_bytes") or 0))
     # How many evaluations may share the device: what bounds a run alone's wait for it.
     out["device_slots"] = max(1, int(out.get("device_slots") or 1))
     # The profiled call in a process of its own (workers.Profiler): on a GPU by default, where

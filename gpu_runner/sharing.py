@@ -19,6 +19,10 @@ EVALUATION_OVERHEAD_BYTES = 3 * GIB
 # A profiling process beside the evaluation (workers.Profiler): a third CUDA context and its
 # profiler's buffers; the set it draws, with the outputs of its calls, is one more peak.
 PROFILE_PROCESS_OVERHEAD_BYTES = 1 * GIB
+# A cold extension built ahead of its evaluation (evaluator/runner/sandbox.py::builds_ahead):
+# the judge's and the worker's contexts, a spare's profiling process it may have been handed,
+# and the candidate's model, which the problems' validated peaks bound far above.
+BUILD_NEED_BYTES = EVALUATION_OVERHEAD_BYTES + PROFILE_PROCESS_OVERHEAD_BYTES
 # A problem never validated on a GPU: assumed this large (a runner asks for the validations its
 # hardware lacks as it starts, problems.curation.validations_missing_request).
 UNKNOWN_PEAK_BYTES = 8 * GIB
@@ -99,5 +103,6 @@ def sharing_fields(hardware: Hardware, version: ProblemVersion | None, *,
         "memory_need_bytes": memory_need_bytes(version, hardware,
                                                profile_process=profile_process),
         "device_memory_bytes": admitted_bytes(hardware),
+        "build_need_bytes": BUILD_NEED_BYTES,
         "device_slots": settings.RUNNER_EVALUATIONS_PER_GPU,
     }

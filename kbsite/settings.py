@@ -259,12 +259,12 @@ REDIS_URL = env("REDIS_URL")
 # one of them with Q_CLUSTER_NAME=<slug>. `timeout` (an evaluation's hard stop) stays below
 # `retry` (when an unacknowledged task is handed out again), so a running evaluation is never
 # given to a second worker; a runner killed mid-evaluation is retried after `retry` seconds.
-# On a GPU shared by N evaluations (RUNNER_EVALUATIONS_PER_GPU) a task may build its extension
-# ahead (its own limit), wait for device memory (half its time limit, then behind a
-# reservation: at most the running evaluations' and the reserved runs' limits, N), run, and, out
-# of memory beside the others, run again alone with its whole limit after a wait of at most N
-# limits and a minute (evaluator/runner/sandbox.py): 2N + 4 limits cover them; the limit
-# itself stops a hung evaluation long before. The generation queue keeps its own, shorter
+# On a GPU shared by N evaluations (RUNNER_EVALUATIONS_PER_GPU) a task may wait for device
+# memory (half its time limit, then behind a reservation: at most the running evaluations' and
+# the reserved runs' limits, N) and build its extension ahead (its own limit), wait so again and
+# run, and, out of memory beside the others, run again alone with its whole limit after a wait
+# of at most N limits and a minute (evaluator/runner/sandbox.py): 3N + 5 limits cover them; the
+# limit itself stops a hung evaluation long before. The generation queue keeps its own, shorter
 # timeout (GENERATION_Q_TIMEOUT, in ALT_CLUSTERS).
 EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", 300)
 # At most this many timed calls per side of an evaluation (0: the judge's own cap, 100 on the
@@ -276,7 +276,7 @@ if 0 < EVALUATION_MAX_REPS < 3:
     # Fewer than 3 calls give no interval: the judge's clock could never confirm a timing.
     raise ValueError(f"EVALUATION_MAX_REPS={EVALUATION_MAX_REPS}: 0 (the judge's cap) or 3 and up")
 _EVALUATIONS_PER_GPU = env_int("RUNNER_EVALUATIONS_PER_GPU", 4)
-Q_TIMEOUT = env_int("Q_TIMEOUT", (2 * _EVALUATIONS_PER_GPU + 4) * EVALUATION_TIME_LIMIT + 60)
+Q_TIMEOUT = env_int("Q_TIMEOUT", (3 * _EVALUATIONS_PER_GPU + 5) * EVALUATION_TIME_LIMIT + 60)
 Q_RETRY = env_int("Q_RETRY", Q_TIMEOUT + 60)
 Q_CLUSTER = {
     "name": "kbsite",

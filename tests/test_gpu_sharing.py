@@ -10,6 +10,7 @@ from gpu_runner.curation import baseline_job, validation_job
 from gpu_runner.management.commands.runner import worker_env
 from gpu_runner.services import build_job
 from gpu_runner.sharing import (
+    BUILD_NEED_BYTES,
     EVALUATION_OVERHEAD_BYTES,
     PROFILE_PROCESS_OVERHEAD_BYTES,
     UNKNOWN_PEAK_BYTES,
@@ -58,6 +59,8 @@ def test_a_gpu_job_names_its_devices_gate_and_three_times_the_validated_peak(
     assert job["memory_need_bytes"] == EVALUATION_OVERHEAD_BYTES + 6 * GIB
     assert job["device_memory_bytes"] == int(0.9 * 140 * GIB)
     assert job["device_slots"] == settings.RUNNER_EVALUATIONS_PER_GPU  # bounds a run alone's wait
+    # A cold build ahead of it is admitted for its processes alone (evaluator/runner/sandbox.py).
+    assert job["build_need_bytes"] == BUILD_NEED_BYTES < job["memory_need_bytes"]
     # Validations and baselines of the device take the same gate (they time alone).
     assert validation_job(validation, seed=1)["gate_dir"] == job["gate_dir"]
     assert baseline_job(relu_problem, h200, modes=["eager"], time_limit_s=60)["gate_dir"] == (

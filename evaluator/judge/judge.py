@@ -338,13 +338,14 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         with self.gate.shared() if gated_load else contextlib.nullcontext():
             self.worker.post(self.load_request, self.init_inputs, phase="compile")
             with contextlib.nullcontext() if gated_load else self.gate.shared():
-                try:
-                    self.ref_model = build_model(self.reference.Model, self.init_inputs,
-                                                 seeds["init"], self.device, job["precision"])
-                except Exception as exc:
-                    raise Verdict("harness_error", f"the reference model failed to build: "
-                                  f"{short_message(exc)}") from None
-                if job.get("mode") != "compile":
+                if job.get("mode") != "compile":  # a build only: no copy of its weights
+                    try:
+                        self.ref_model = build_model(self.reference.Model, self.init_inputs,
+                                                     seeds["init"], self.device,
+                                                     job["precision"])
+                    except Exception as exc:
+                        raise Verdict("harness_error", f"the reference model failed to build: "
+                                      f"{short_message(exc)}") from None
                     t_prep = time.perf_counter()
                     self._prepare_checks(self.reference, self.ref_model, seeds)
                     self._note_memory("checks prepared")

@@ -30,6 +30,7 @@ import shutil
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 ENTRY_MB = int(os.environ.get("KB_BUILD_ENTRY_MB", "512"))
 ENTRY_FILES = int(os.environ.get("KB_BUILD_ENTRY_FILES", "20000"))
@@ -180,6 +181,13 @@ def keep(slot: Path, entry: Path | None) -> str:
         remove_tree(staging)
     evict(entry.parent, max_bytes=OWNER_MB * MB)
     return "kept"
+
+
+def module_loaded(result: Any) -> bool:
+    """Whether the judge's result says the candidate's module was loaded, its build done (the
+    worker's load reply carries `compiled` once the module's import has returned)."""
+    compiled = result.get("compile") if isinstance(result, dict) else None
+    return isinstance(compiled, dict) and compiled.get("compiled") is not None
 
 
 def evict(owner_dir: Path, *, max_bytes: int) -> list[str]:

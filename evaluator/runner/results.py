@@ -70,3 +70,19 @@ def cap_field(value: Any, max_bytes: int = RESULT_FIELD_MAX_BYTES) -> Any:
 def cap_result(result: dict[str, Any]) -> dict[str, Any]:
     """Each field of a (JSON-safe) result within RESULT_FIELD_MAX_BYTES."""
     return {key: cap_field(value) for key, value in result.items()}
+
+
+def with_build_ahead(result: dict[str, Any], built: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation's result (or the failed build's own) with its build ahead's time, compiler
+    output and outcome (sandbox.builds_ahead)."""
+    result.setdefault("phases", {})["build_ahead"] = (built.get("phases") or {}).get("total", 0.0)
+    cache = ((built.get("environment") or {}).get("sandbox") or {}).get("build_cache") or {}
+    # The judge's verdict and the runner's own facts; nothing the worker said of itself.
+    result.setdefault("environment", {})["build_ahead"] = {
+        "verdict": built.get("verdict"), "error": built.get("error"),
+        "cache": cache.get("outcome")}
+    # The compiler spoke in the build; the evaluation loaded what it built.
+    log = str(built.get("compile_log") or "")
+    if log and log not in str(result.get("compile_log") or ""):
+        result["compile_log"] = f"{log}\n{result.get('compile_log') or ''}".rstrip()
+    return cap_result(json_safe(result))  # the two logs together, within the stored limit

@@ -34,7 +34,7 @@ from evaluator.errors import signal_name, truncate
 from evaluator.judge import gate
 from evaluator.process import oom_kill_count, parent_death_signal_available
 from evaluator.runner import buildcache, jail, limits, pool
-from evaluator.runner.results import cap_result, json_safe
+from evaluator.runner.results import cap_result, json_safe, with_build_ahead
 from evaluator.types import Job, Result, blank_result
 
 # The folder that holds the `evaluation` package: the only entry the children need on PYTHONPATH.
@@ -226,16 +226,16 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
         emit({"type": "phase", "phase": "done"})
         return result
 
-    # A cold extension build first, before the evaluation takes its memory (builds_ahead).
-    built = _build_ahead(job, emit) if builds_ahead(job) else None
-    if built is not None and built.get("verdict") == "compile_error":
-        emit({"type": "phase", "phase": "done"})  # the verdict: it would not build inside either
-        return _with_build_ahead(built, built)
-
     # On a device shared by several evaluations, start only once this one's memory fits beside
     # theirs (gate.py); the runner renews its claim meanwhile (the events).
     def waiting(waited_s: float) -> None:
         emit({"type": "phase", "phase": "waiting_for_memory", "waited_s": round(waited_s, 1)})
+
+    # A cold extension build first, admitted for its processes alone (builds_ahead).
+    built = _build_ahead(job, emit, waiting) if builds_ahead(job) else None
+    if built is not None and built.get("verdict") == "compile_error":
+        emit({"type": "phase", "phase": "done"})  # the verdict: it would not build inside either
+        return with_build_ahead(built, built)
 
     # Past a share of its time limit, an evaluation still waiting for memory holds a reservation
     # that newcomers wait behind (gate.admitted); it never starts beside memory it does not fit.
@@ -250,19 +250,20 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
     if _may_run_again_alone(job, result):
         result = _run_again_alone(job, result, emit, waiting)
     if built is not None:
-        result = _with_build_ahead(result, built)
+        result = with_build_ahead(result, built)
     emit({"type": "phase", "phase": "done"})
     return result
 
 
 def builds_ahead(job: dict) -> bool:
-    """Whether the candidate is built before its evaluation is admitted: on a device shared by
-    several evaluations, a source that builds an extension its owner's cache does not hold yet.
-    A cold build holds the host a minute or more and no device memory; built inside the
-    evaluation, it kept the memory the evaluation expects from all others meanwhile (issue 41:
-    builds of 53 to 74 s on an H100, each holding a 6 GiB-tensor problem's 57.75 GiB while
-    smaller evaluations waited behind it). On a device of its own nothing waits for it."""
-    if job.get("mode", "evaluate") != "evaluate" or not job.get("gate_dir"):
+    """Whether the candidate is built before its evaluation is admitted: on a device whose
+    memory several evaluations share, a source that builds an extension its owner's cache does
+    not hold yet. A cold build holds the host a minute or more and little device memory; built
+    inside the evaluation, it kept all the memory the evaluation expects from the others
+    meanwhile (issue 41: builds of 53 to 74 s on an H100, each holding a 6 GiB-tensor problem's
+    57.75 GiB while smaller evaluations waited behind it). On a device of its own nothing waits
+    for it."""
+    if job.get("mode", "evaluate") != "evaluate" or not _shares_device(job):
         return False
     if not backends.builds_extension(job["backend"], job["candidate_source"]):
         return False
@@ -270,34 +271,21 @@ def builds_ahead(job: dict) -> bool:
     return entry is not None and not entry.is_dir()
 
 
-def _build_ahead(job: dict, emit: Callable[[dict], None]) -> Result:
+def _build_ahead(job: dict, emit: Callable[[dict], None],
+                 waiting: Callable[[float], None]) -> Result:
     """The candidate built into its owner's cache by a compile-only job (judge.py), sandboxed as
-    an evaluation is, with its own time limit and never admitted for memory: its processes hold
-    what a spare's do (a CUDA context each, and the models' weights), and like any candidate
-    process they stand still while another evaluation is timed (gate.py). It decides nothing
-    but a build that fails: what it leaves in the cache is its owner's alone, as an
-    evaluation's build would be (buildcache.py)."""
-    built = _run_admitted({**job, "mode": "compile"}, emit, time.monotonic())
-    entry = buildcache.entry_for(job)
-    if built.get("verdict") != "compiled" and entry is not None:
-        # A build cut short leaves part of one: the evaluation builds from nothing, as a cold
-        # build (judge.load_holds_device), not as a cached one holding the device meanwhile.
-        buildcache.remove_tree(entry)
-    return built
-
-
-def _with_build_ahead(result: Result, built: Result) -> Result:
-    """The evaluation's result (or the failed build's own), with its build's time and
-    compiler output."""
-    result.setdefault("phases", {})["build_ahead"] = (built.get("phases") or {}).get("total", 0.0)
-    result.setdefault("environment", {})["build_ahead"] = {
-        "verdict": built.get("verdict"), "error": built.get("error"),
-        "compile": built.get("compile")}
-    # The compiler spoke in the build; the evaluation loaded what it built.
-    log = str(built.get("compile_log") or "")
-    if log and log not in str(result.get("compile_log") or ""):
-        result["compile_log"] = f"{log}\n{result.get('compile_log') or ''}".rstrip()
-    return cap_result(json_safe(result))  # the two logs together, within the stored limit
+    an evaluation is, with its own time limit. It runs the candidate's code (its module, its
+    model's construction), so it is in the device's ledger as any evaluation is, for its
+    processes' memory (`build_need_bytes`, at least a byte: a run alone waits for it); its
+    processes stand still while another evaluation is timed (gate.py). It decides nothing but
+    a build that fails; a build that never finished leaves nothing in the cache, and a
+    finished one is its owner's alone, as an evaluation's build would be (buildcache.py)."""
+    limit = job["time_limit_s"]
+    with gate.admitted(job["gate_dir"], max(1, job["build_need_bytes"]),
+                       job["device_memory_bytes"], on_wait=waiting,
+                       max_wait_s=ADMISSION_WAIT_SHARE * limit):
+        return _run_admitted({**job, "mode": "compile"}, emit, time.monotonic(),
+                             keep_unfinished=False)
 
 
 # The share of its time limit an evaluation waits for device memory before it takes a
@@ -388,7 +376,9 @@ class _Watch:
 
 
 def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float, *,
-                  refill: bool = True) -> Result:
+                  refill: bool = True, keep_unfinished: bool = True) -> Result:
+    """`keep_unfinished`: whether the build slot goes back to the cache even where the
+    candidate's module never finished loading (a build ahead keeps only a finished one)."""
     limit = job["time_limit_s"]
     isolation, prefix = isolation_prefix(job["device"])
 
@@ -425,8 +415,14 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float, *,
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
         t_cleanup = time.monotonic()
         rc, cgroup_seen, judge_log = _end_tree(launch)
-        cache_outcome = "slot_over_limit" if watch.slot_over else buildcache.keep(
-            launch.slot, cache_entry)
+        if watch.slot_over:
+            cache_outcome = "slot_over_limit"
+        elif keep_unfinished or buildcache.module_loaded(watch.result):
+            cache_outcome = buildcache.keep(launch.slot, cache_entry)
+        else:
+            # Part of a build: kept, the evaluation's load would count as a cached one and
+            # hold the device while it built the rest (judge.load_holds_device).
+            cache_outcome = "unfinished"
     finally:
         pool.POOL.resume()
         launch.discard()

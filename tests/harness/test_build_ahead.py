@@ -19,7 +19,8 @@ import pytest
 
 from evaluator.judge import gate
 from evaluator.runner import buildcache
-from evaluator.runner.sandbox import _with_build_ahead, builds_ahead, run_job
+from evaluator.runner.results import with_build_ahead
+from evaluator.runner.sandbox import builds_ahead, run_job
 
 from . import problems as p
 from .conftest import make_job
@@ -48,18 +49,25 @@ def _hold_the_device(tmp_path: Path, need: int, release: threading.Event) -> thr
 
 
 def _built_while_the_device_is_held(tmp_path: Path, job: dict) -> tuple[bool, dict]:
-    """Runs `job` while another evaluation holds 9 of the device's 10 until its build is in the
-    cache: whether the build came before the memory was let go, and the result."""
+    """Runs `job` while another evaluation holds 9 of the device's 10 (the build's byte fits
+    beside it, the evaluation's 5 do not) until its build is in the cache and the evaluation
+    waits for memory: whether both came before the memory was let go, and the result."""
     entry = buildcache.entry_for(job)
-    release = threading.Event()
+    release, evaluation_waits = threading.Event(), threading.Event()
+
+    def on_event(event: dict) -> None:
+        if event.get("phase") == "waiting_for_memory" and entry.is_dir():
+            evaluation_waits.set()
+
     holder = _hold_the_device(tmp_path, 9, release)
     try:
         with ThreadPoolExecutor(1) as threads:
-            running = threads.submit(run_job, job)
+            running = threads.submit(run_job, job, on_event=on_event)
             deadline = time.monotonic() + 200
-            while not entry.is_dir() and not running.done() and time.monotonic() < deadline:
+            while (not evaluation_waits.is_set() and not running.done()
+                   and time.monotonic() < deadline):
                 time.sleep(0.5)
-            built_while_held = entry.is_dir() and not release.is_set()
+            built_while_held = evaluation_waits.is_set()
             release.set()
             result = running.result(timeout=300)
     finally:
@@ -91,20 +99,54 @@ def test_a_cold_cuda_build_on_a_shared_gpu_runs_before_its_evaluation_is_admitte
     _loaded_what_was_built_ahead(*_built_while_the_device_is_held(tmp_path, job))
 
 
-def test_a_build_that_fails_ahead_is_the_verdict_and_never_waits_for_memory(tmp_path: Path):
+def test_a_build_that_fails_ahead_is_the_verdict_without_waiting_for_the_evaluations_memory(
+        tmp_path: Path):
     job = _shared(tmp_path, p.CPP_BAD_FLAG, time_limit_s=120)
     release = threading.Event()
-    holder = _hold_the_device(tmp_path, 10, release)  # the whole device, for 30 s at most
-    threading.Timer(30, release.set).start()
+    holder = _hold_the_device(tmp_path, 9, release)  # room for the build, not the evaluation
+    timer = threading.Timer(30, release.set)
+    timer.start()
     try:
         result = run_job(job)
     finally:
+        timer.cancel()
         release.set()
         holder.join(10)
     assert result["verdict"] == "compile_error", result["error"]
     assert "fno-such-flag-kbsite" in result["compile_log"]
     assert "admission_wait" not in result["phases"]
     assert result["phases"]["build_ahead"] > 0
+    assert result["environment"]["build_ahead"]["cache"] == "unfinished"
+    assert not buildcache.entry_for(job).exists()
+
+
+# Loads slowly (a build's minute, shortened), naming load_inline as a source that builds does.
+SLOW_TO_LOAD = p.RELU.replace("class Model(", "class ModelNew(").replace(
+    "import torch.nn as nn", """import torch.nn as nn
+import time
+time.sleep(6)  # as load_inline would""")
+
+
+def test_a_run_alone_waits_for_a_build_ahead_as_for_any_evaluation(tmp_path: Path):
+    """The build runs the candidate's code: a run alone (the device's memory to itself) must
+    not start beside it."""
+    job = _shared(tmp_path, SLOW_TO_LOAD, backend="torch", time_limit_s=60)
+    assert builds_ahead(job)
+    building = threading.Event()
+
+    def on_event(event: dict) -> None:
+        if event.get("phase") == "compiling":
+            building.set()
+
+    with ThreadPoolExecutor(1) as threads:
+        running = threads.submit(run_job, job, on_event=on_event)
+        assert building.wait(60), "the build never began"
+        with pytest.raises(TimeoutError), gate.admitted(
+                tmp_path / "gate", 10, 10, alone=True, give_up=True, max_wait_s=2, poll_s=0.05):
+            pass
+        result = running.result(timeout=120)
+    assert result["verdict"] == "correct", result["error"]
+    assert result["environment"]["build_ahead"]["verdict"] == "compiled"
 
 
 def test_only_an_uncached_extension_build_on_a_shared_device_is_built_ahead(tmp_path: Path):
@@ -113,6 +155,7 @@ def test_only_an_uncached_extension_build_on_a_shared_device_is_built_ahead(tmp_
     # Submitted as PyTorch, but building an extension all the same.
     assert builds_ahead({**job, "backend": "torch"})
     assert not builds_ahead({**job, "gate_dir": None})  # a device of its own: nothing waits
+    assert not builds_ahead({**job, "device_memory_bytes": 0})  # its memory unknown: likewise
     assert not builds_ahead({**job, "build_dir": None})  # no cache to build into
     assert not builds_ahead({**job, "mode": "compile"})
     assert not builds_ahead(_shared(tmp_path, p.TRITON_RELU, backend="triton"))
@@ -122,14 +165,16 @@ def test_only_an_uncached_extension_build_on_a_shared_device_is_built_ahead(tmp_
 
 def test_what_the_compiler_said_ahead_stays_in_the_evaluations_compile_log():
     built = {"verdict": "compiled", "compile_log": "warning: unused variable", "error": "",
-             "phases": {"total": 61.5}, "compile": {"compiled": True}}
-    result = _with_build_ahead({"verdict": "correct", "compile_log": "loaded", "phases": {}},
+             "phases": {"total": 61.5},
+             "environment": {"sandbox": {"build_cache": {"outcome": "kept"}}}}
+    result = with_build_ahead({"verdict": "correct", "compile_log": "loaded", "phases": {}},
                                built)
     assert result["compile_log"] == "warning: unused variable\nloaded"
     assert result["phases"]["build_ahead"] == 61.5
-    assert result["environment"]["build_ahead"]["compile"] == {"compiled": True}
+    assert result["environment"]["build_ahead"] == {"verdict": "compiled", "error": "",
+                                                    "cache": "kept"}
     # Said once, not twice, where the evaluation's own log already has it.
-    again = _with_build_ahead(dict(result), built)
+    again = with_build_ahead(dict(result), built)
     assert again["compile_log"].count("unused variable") == 1
 
 
@@ -141,6 +186,7 @@ import os, pathlib, time
 folder = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"])
 folder.mkdir(parents=True, exist_ok=True)
 (folder / "half_built.o").write_bytes(b"0" * 1024)
+print("half built", flush=True)
 time.sleep(120)""")
 
 
@@ -148,9 +194,12 @@ def test_a_build_cut_short_ahead_leaves_nothing_for_the_evaluation_to_load_as_ca
         tmp_path: Path):
     """Its half-built entry would make the evaluation's load count as a cached one (held on the
     device while it builds the rest); the evaluation starts from nothing instead."""
-    job = _shared(tmp_path, HALF_BUILT_THEN_HANGS, backend="torch", time_limit_s=12)
+    job = _shared(tmp_path, HALF_BUILT_THEN_HANGS, backend="torch", time_limit_s=20)
     assert builds_ahead(job)
     result = run_job(job)
-    assert result["environment"]["build_ahead"]["verdict"] == "timeout"
+    ahead = result["environment"]["build_ahead"]
+    assert ahead["verdict"] == "timeout", ahead
+    assert "compil" in ahead["error"], ahead  # it ended while loading, the half build made
+    assert ahead["cache"] == "unfinished"
     assert result["verdict"] == "timeout", result["error"]
     assert result["environment"]["sandbox"]["build_cache"]["hit"] is False
