@@ -237,12 +237,7 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
         emit({"type": "phase", "phase": "done"})  # the verdict: it would not build inside either
         return with_build_ahead(built, built)
 
-    # Past a share of its time limit, an evaluation still waiting for memory holds a reservation
-    # that newcomers wait behind (gate.admitted); it never starts beside memory it does not fit.
-    limit = job["time_limit_s"]
-    with gate.admitted(job["gate_dir"], job["memory_need_bytes"], job["device_memory_bytes"],
-                       on_wait=waiting, max_wait_s=ADMISSION_WAIT_SHARE * limit,
-                       ) as admission_wait_s:
+    with _admitted(job, job["memory_need_bytes"], waiting) as admission_wait_s:
         # One admitted with all the device to itself starts no spare beside it either.
         result = _run_admitted(job, emit, t_begin, refill=not _holds_whole_device(job))
     if admission_wait_s > 0.05:
@@ -280,10 +275,7 @@ def _build_ahead(job: dict, emit: Callable[[dict], None],
     processes stand still while another evaluation is timed (gate.py). It decides nothing but
     a build that fails; a build that never finished leaves nothing in the cache, and a
     finished one is its owner's alone, as an evaluation's build would be (buildcache.py)."""
-    limit = job["time_limit_s"]
-    with gate.admitted(job["gate_dir"], max(1, job["build_need_bytes"]),
-                       job["device_memory_bytes"], on_wait=waiting,
-                       max_wait_s=ADMISSION_WAIT_SHARE * limit):
+    with _admitted(job, max(1, job["build_need_bytes"]), waiting):
         return _run_admitted({**job, "mode": "compile"}, emit, time.monotonic(),
                              keep_unfinished=False)
 
@@ -294,6 +286,14 @@ def _build_ahead(job: dict, emit: Callable[[dict], None],
 # running evaluations and the runs alone reserved before it (each within its limit) come first.
 ADMISSION_WAIT_SHARE = 0.5
 ALONE_WAIT_SLACK_S = 60.0
+
+
+def _admitted(job: dict, need_bytes: int, waiting: Callable[[float], None]):
+    """Admission of `need_bytes` on the job's device (gate.admitted). Past a share of its time
+    limit, a job still waiting for memory holds a reservation that newcomers wait behind; it
+    never starts beside memory it does not fit."""
+    return gate.admitted(job["gate_dir"], need_bytes, job["device_memory_bytes"],
+                         on_wait=waiting, max_wait_s=ADMISSION_WAIT_SHARE * job["time_limit_s"])
 
 
 def _may_run_again_alone(job: dict, result: dict) -> bool:
