@@ -158,6 +158,10 @@ def normalize_job(job: Job) -> Job:
     # starting the profiler costs seconds; on the CPU the timed worker makes it (no CUPTI).
     value = out.get("profile_process")
     out["profile_process"] = (out["device"] != "cpu") if value is None else bool(value)
+    # Whether the spare started beside this job gets one (pool.spare_job): what the runner's
+    # next evaluation usually asks for, where this one's problem was too big for it.
+    value = out.get("spare_profile_process")
+    out["spare_profile_process"] = out["profile_process"] if value is None else bool(value)
     # How long the judge waits for the profiling process at each step (its start and profiler,
     # then its load and calls) before it gives up on it, and the timed worker makes the
     # profiled call: a kernel's first call there can autotune again, but the wait holds the

@@ -132,6 +132,8 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         "time_limit_s": settings.EVALUATION_TIME_LIMIT,
         **_timing_cap(device),
         "profile_process": profile_process,
+        # The spare judge started beside it is ready for the usual next job (pool.spare_job).
+        "spare_profile_process": device != "cpu" and settings.RUNNER_PROFILE_PROCESS,
         **sharing_fields(hardware, submission.problem_version, profile_process=profile_process),
     }
 

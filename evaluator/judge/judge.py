@@ -262,6 +262,8 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
             self.profiler = Profiler(handle, warm_posted=bool(
                 getattr(handle, "profiler_warm_posted", False)),
                 patience_s=job["profiler_patience_s"])
+        # A spare's profiling process that this job has none of goes now (pool.py).
+        getattr(self.start_worker, "discard_unused", lambda: None)()
         # Another evaluation's timing on this device stops these processes (gate.py).
         self.gate.candidates([h.proc.pid for h in (self.worker, self.profiler and
                                                    self.profiler.handle) if h is not None],

@@ -76,6 +76,26 @@ def spec_key(spec: dict[str, Any], isolation: str) -> str:
     return json.dumps({**spec, "isolation": isolation}, sort_keys=True, default=str)
 
 
+def spec_keys(job: dict, isolation: str) -> tuple[str, ...]:
+    """The spares that may serve `job` (normalized): one of its own kind, and, for a job without
+    a profiling process, one with it too (its profiling process goes at handover:
+    PreparedWorkers.discard_unused). So the spare after a 6 GiB-tensor problem's evaluation,
+    which has none, and the next small one's, which has one, serve each other."""
+    spec = spec_of(job)
+    keys = (spec_key(spec, isolation),)
+    if not spec["profile_process"]:
+        keys += (spec_key({**spec, "profile_process": True}, isolation),)
+    return keys
+
+
+def spare_job(job: dict) -> dict:
+    """What the spare started beside `job` is prepared for: the same kind of job, with a
+    profiling process where the runner's next evaluation usually has one
+    (`spare_profile_process`), whether or not this one had it."""
+    return {**job, "profile_process": job.get("spare_profile_process",
+                                              job.get("profile_process"))}
+
+
 @dataclass
 class Launch:
     """A judge process tree, started and waiting for its job (or running it)."""
@@ -227,13 +247,13 @@ class Pool:
         if spare is not None:
             spare.resume()
 
-    def take(self, key: str) -> Launch | None:
+    def take(self, keys: tuple[str, ...]) -> Launch | None:
         with self.lock:
             spare, self.spare = self.spare, None
         if spare is None:
             return None
         spare.resume()
-        if spare.key == key and spare.alive():
+        if spare.key in keys and spare.alive():
             self.hits += 1
             return spare
         self.misses += 1
@@ -303,17 +323,32 @@ def _prepare_worker(judge: Any, spec: dict[str, Any]) -> tuple[Any, Any]:
         prepared[Path.cwd() / name] = handle
     if not prepared:
         return None, None
+    return PreparedWorkers(original, base, prepared), prepared.get(Path.cwd() / "worker")
 
-    def worker_handle(device: str, limits: dict, log_limit: int, workdir: Path) -> Any:
-        handle = prepared.pop(Path(workdir), None)
+
+class PreparedWorkers:
+    """The judge's `start_worker`: the handle prepared for a workdir, where the arguments are the
+    spare's, else a new one, as without the pool."""
+
+    def __init__(self, original: Any, base: tuple, prepared: dict[Path, Any]) -> None:
+        self.original, self.base, self.prepared = original, base, prepared
+
+    def __call__(self, device: str, limits: dict, log_limit: int, workdir: Path) -> Any:
+        handle = self.prepared.pop(Path(workdir), None)
         if handle is not None:
-            if (device, limits, log_limit) == base and handle.proc.poll() is None:
+            if (device, limits, log_limit) == self.base and handle.proc.poll() is None:
                 handle.started = time.perf_counter()
                 return handle
             handle.kill()
-        return original(device, limits, log_limit, workdir)
+        return self.original(device, limits, log_limit, workdir)
 
-    return worker_handle, prepared.get(Path.cwd() / "worker")
+    def discard_unused(self) -> None:
+        """Kill what the judge did not take (a profiling process its job has none of): it holds
+        device memory that the job was not admitted with."""
+        while self.prepared:
+            _, handle = self.prepared.popitem()
+            with contextlib.suppress(Exception):
+                handle.kill()
 
 
 def _preimport(device: str, *, spare: bool) -> None:

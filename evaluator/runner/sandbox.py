@@ -382,13 +382,12 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float, *,
     limit = job["time_limit_s"]
     isolation, prefix = isolation_prefix(job["device"])
 
-    def launch_for(spare: bool) -> pool.Launch:
-        return pool.spawn(job, prefix=prefix, isolation=isolation, env_for=scrubbed_env,
+    def launch_for(spare: bool, for_job: dict = job) -> pool.Launch:
+        return pool.spawn(for_job, prefix=prefix, isolation=isolation, env_for=scrubbed_env,
                           spare=spare)
 
-    spec_key = pool.spec_key(pool.spec_of(job), isolation)
     try:
-        launch = pool.POOL.take(spec_key) or launch_for(False)
+        launch = pool.POOL.take(pool.spec_keys(job, isolation)) or launch_for(False)
     except jail.SandboxUnavailable as exc:
         # No sandbox, no candidate code: the evaluation ends here, the submission is kept.
         result = _base_result(job)
@@ -410,7 +409,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float, *,
         # The next evaluation's processes start now, next to this one, and are stopped while
         # this one is timed (pool.py).
         if refill:
-            pool.POOL.refill(lambda: launch_for(True))
+            pool.POOL.refill(lambda: launch_for(True, pool.spare_job(job)))
         watch = _watch(launch, emit, t_spawn=t_spawn, deadline=t_spawn + limit)
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
         t_cleanup = time.monotonic()

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluator import config
+from evaluator.judge import workers
+from evaluator.judge.judge import Judge
 from evaluator.runner import pool
 from evaluator.runner.sandbox import run_job
 
@@ -160,3 +163,62 @@ def test_on_the_cpu_the_spare_is_stopped_while_the_evaluation_is_timed_and_only_
     assert "T" not in states.get("profiling", {"T"}), states
     spare = _spare()  # running again, and ready for the next job
     assert "T" not in _group_states(spare.proc.pid)
+
+
+def test_a_spare_with_a_profiling_process_and_jobs_without_one_serve_each_other(prestart):
+    """Real processes: on an H100, the spare started beside a 6 GiB-tensor problem's evaluation
+    (no profiling process: its copy of the tensors would not fit) was of that kind, so the next
+    small problem's job discarded it and started its own (+5 s of warm latency). The spare is
+    prepared for the runner's usual next job instead, and one with a profiling process serves a
+    job without one too."""
+    first = run_job(make_job(p.RELU, RIGHT, profile_process=False, spare_profile_process=True))
+    assert first["verdict"] == "correct", first["error"]
+    _spare()
+    with_profiler = run_job(make_job(p.RELU, RIGHT, profile_process=True, measure=True))
+    assert with_profiler["verdict"] == "correct", with_profiler["error"]
+    assert with_profiler["environment"]["sandbox"]["prestarted"] is True
+    _spare()
+    without = run_job(make_job(p.RELU, RIGHT, profile_process=False, measure=True))
+    assert without["verdict"] == "correct", without["error"]
+    assert without["environment"]["sandbox"]["prestarted"] is True
+
+
+def test_a_job_with_a_profiling_process_never_takes_a_spare_without_one():
+    job = config.normalize_job(make_job(p.RELU, RIGHT, profile_process=True))
+    without = pool.spec_key(pool.spec_of({**job, "profile_process": False}), "none")
+    assert without not in pool.spec_keys(job, "none")
+    assert pool.spec_keys({**job, "profile_process": False}, "none")[0] == without
+
+
+def test_a_spares_profiling_process_its_job_does_not_take_is_killed_at_handover(monkeypatch):
+    """It holds device memory that the job was not admitted with (pool.PreparedWorkers)."""
+    started: list[FakeHandle] = []
+
+    class FakeHandle:
+        def __init__(self, device, limits, log_limit, workdir):
+            self.workdir, self.killed = Path(workdir), False
+            self.proc = type("Proc", (), {"poll": staticmethod(lambda: None), "pid": 1})()
+            started.append(self)
+
+        def post(self, *args, **kwargs):
+            pass
+
+        def kill(self, **kwargs):
+            self.killed = True
+
+    monkeypatch.setattr(workers, "WorkerHandle", FakeHandle)
+    spec = {"device": "cpu", "limits": {}, "log_limit": 100, "profile_process": True}
+    start_worker, _ = pool._prepare_worker(None, spec)
+    judge_stub = Judge.__new__(Judge)
+    gate_pids: list[int] = []
+    judge_stub.job = {"limits": {}, "log_limit": 100, "profile_process": False,
+                      "mode": "evaluate", "measure": True}
+    judge_stub.start_worker, judge_stub.device = start_worker, "cpu"
+    judge_stub.workdir, judge_stub.profiler = Path.cwd(), None
+    judge_stub.gate = type("Gate", (), {"candidates": lambda self, pids, cgroup: gate_pids.extend(
+        pids)})()
+    FakeHandle.cgroup, FakeHandle.pids = None, set()
+    judge_stub._start_workers()
+    worker, profiler = started
+    assert judge_stub.worker is worker and not worker.killed
+    assert profiler.workdir.name == "profiler" and profiler.killed
