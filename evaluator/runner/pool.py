@@ -221,7 +221,8 @@ def spawn(job: dict, *, prefix: list[str], isolation: str,
 
 
 class Pool:
-    """At most one spare launch, for the next job of the same kind."""
+    """At most one spare launch, for the next job of the same kind, or of that kind without a
+    profiling process (spec_keys)."""
 
     def __init__(self) -> None:
         self.spare: Launch | None = None
