@@ -107,7 +107,9 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
     problem = submission.problem
     hardware = submission.hardware
     device = "cpu" if hardware.kind == hardware.Kind.CPU else "cuda"
-    profile_process = (device != "cpu" and settings.RUNNER_PROFILE_PROCESS
+    # What the runner's evaluations usually have; this one, where its problem leaves room.
+    usual_profile_process = device != "cpu" and settings.RUNNER_PROFILE_PROCESS
+    profile_process = (usual_profile_process
                        and profile_process_fits(submission.problem_version, hardware))
     return {
         "mode": "evaluate",
@@ -133,7 +135,7 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         **_timing_cap(device),
         "profile_process": profile_process,
         # The spare judge started beside it is ready for the usual next job (pool.spare_job).
-        "spare_profile_process": device != "cpu" and settings.RUNNER_PROFILE_PROCESS,
+        "spare_profile_process": usual_profile_process,
         **sharing_fields(hardware, submission.problem_version, profile_process=profile_process),
     }
 

@@ -89,11 +89,10 @@ def spec_keys(job: dict, isolation: str) -> tuple[str, ...]:
 
 
 def spare_job(job: dict) -> dict:
-    """What the spare started beside `job` is prepared for: the same kind of job, with a
-    profiling process where the runner's next evaluation usually has one
+    """What the spare started beside `job` (normalized) is prepared for: the same kind of job,
+    with a profiling process where the runner's next evaluation usually has one
     (`spare_profile_process`), whether or not this one had it."""
-    return {**job, "profile_process": job.get("spare_profile_process",
-                                              job.get("profile_process"))}
+    return {**job, "profile_process": job["spare_profile_process"]}
 
 
 @dataclass
