@@ -144,7 +144,9 @@ for section in $sections; do
                 tests/sandbox --ignore=tests/sandbox/test_limits.py & c=$!
             # A cold CUDA build ahead of its evaluation's memory (evaluator/runner/sandbox.py).
             suite build tests/harness/test_build_ahead.py & d=$!
-            for pid in $a $b $c $d; do wait $pid || status=1; done
+            # The judge's other CUDA tests (faults, the build cache, models built on the device).
+            suite harness tests/harness/test_gpu.py & e=$!
+            for pid in $a $b $c $d $e; do wait $pid || status=1; done
             suite noisy $ex/test_noisy_neighbours.py || status=1
             KB_SANDBOX_TEST_DEVICE=cuda EVALUATION_TIME_LIMIT=$limit suite limits \
                 tests/sandbox/test_limits.py || status=1
@@ -152,7 +154,7 @@ for section in $sections; do
             while IFS=$'\t' read -r name rc secs summary; do
                 printf '%-11s %3s %6s  %s\n' "$name" "$rc" "$secs" "$summary"
             done <"$OUT/suites.tsv"
-            for part in exploits-a exploits-b attacks build noisy limits; do
+            for part in exploits-a exploits-b attacks build harness noisy limits; do
                 grep -E '^(FAILED|ERROR) ' "$OUT/suite_$part.log" | head -n 10
             done
             true ;;  # each part's status is counted above

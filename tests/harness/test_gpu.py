@@ -77,3 +77,22 @@ def test_bf16_precision_runs_models_in_bf16_with_the_bf16_tolerance():
     result = run_job(gpu_job(p.LINEAR_RELU, same, precision="bf16"))
     assert result["verdict"] == "correct", result["error"]
     assert result["tolerance"] == {"atol": 1e-2, "rtol": 1e-2}
+
+
+def test_a_models_weights_are_drawn_on_the_gpu_alike_for_model_and_modelnew():
+    """In-process, then in real processes: the judge's reference and the worker's candidate
+    draw their weights from the device's generator under the same seed (loading.build_model),
+    and a right kernel of a model with weights is still correct."""
+    import torch
+
+    from evaluator.loading import build_model, module_from_source
+
+    ref = module_from_source(p.LINEAR_RELU, "kb_gpu_ref")
+    cand = module_from_source(p.LINEAR_RELU_RIGHT, "kb_gpu_cand")
+    m1 = build_model(ref.Model, [16], 99, "cuda", "fp32")
+    m2 = build_model(cand.ModelNew, [16], 99, "cuda", "fp32")
+    assert m1.linear.weight.is_cuda and torch.equal(m1.linear.weight, m2.linear.weight)
+    on_cpu = build_model(ref.Model, [16], 99, "cpu", "fp32")
+    assert not torch.equal(on_cpu.linear.weight, m1.linear.weight.cpu()), "drawn on the device"
+    result = run_job(gpu_job(p.LINEAR_RELU, p.LINEAR_RELU_RIGHT, measure=True))
+    assert result["verdict"] == "correct", result["error"]
