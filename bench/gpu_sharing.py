@@ -10,7 +10,8 @@ On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
 
   before  RUNNER_EVALUATIONS_PER_GPU=1 and RUNNER_PROFILE_PROCESS=0: one evaluation holds the
           GPU from start to end, and its timed worker makes the profiled call (main before
-          issue 22);
+          issue 22); with --alone-profiler, RUNNER_EVALUATIONS_PER_GPU=1 alone: the
+          profiled call in a profiling process too, so that only the sharing differs;
   after   the defaults: several evaluations share the GPU, each timed with it alone
           (evaluator/judge/gate.py), the profiled call in a profiling process started ahead.
 
@@ -462,6 +463,9 @@ def main() -> int:
                         "(its verdicts still compared; its throughput then not cold)")
     parser.add_argument("--self-test", action="store_true",
                         help="each pass's runner self-tests its backends as it starts")
+    parser.add_argument("--alone-profiler", action="store_true",
+                        help="the one-per-GPU pass keeps the profiling process, so that the "
+                        "passes differ in sharing alone (issue 41)")
     args = parser.parse_args()
     global MIX
     var = Path(tempfile.mkdtemp(prefix="kbsite-sharing-"))
@@ -480,8 +484,15 @@ def main() -> int:
 
         precompile([(k, problems[p], (REPO / k).read_text()) for p, k, _ in MIX],
                    hardware_is_cpu=hardware.kind == "cpu", owner=f"user:{user.pk}")
+    passes = dict(PASSES)
+    if args.alone_profiler:
+        # The timed worker's own profiled call starts its CUPTI session (4 to 6.5 s) in each
+        # correct evaluation of the one-per-GPU pass: at least 131 s of the 333 s its first 40
+        # evaluations took on an H100. With the profiled call made in a profiling process in
+        # both passes, what differs is the sharing alone.
+        passes["before"] = {"RUNNER_EVALUATIONS_PER_GPU": "1"}
     results = {}
-    for label, env in PASSES.items():
+    for label, env in passes.items():
         if args.only and label != args.only:
             continue
         builds = "compiled ahead"
@@ -495,6 +506,7 @@ def main() -> int:
         results[label] = run_pass(label, env, args, hardware, user, problems, var)
         r = results[label]
         r["builds"] = builds
+        r["profiling_process"] = env.get("RUNNER_PROFILE_PROCESS") != "0"
         # Each pass's figures as soon as it ends: a run cut short still shows them.
         print(f"{label}: {time.monotonic() - started:.0f} s, {r.get('evaluations')} evaluations "
               f"(drained: {r.get('drained')}), {r.get('per_gpu_hour') or 0:.0f} per GPU-hour, "
@@ -502,7 +514,8 @@ def main() -> int:
               f"verdicts {r.get('verdicts')}, profiled beside the trials "
               f"{r.get('profiled_beside_trials')} of {r.get('profiled_correct')} correct, "
               f"spares ready when taken {r.get('spares_ready')} of {r.get('evaluations')}, "
-              f"builds {r['builds']}, phases {r.get('phases')}", flush=True)
+              f"builds {r['builds']}, profiling process {r['profiling_process']}, "
+              f"phases {r.get('phases')}", flush=True)
         print_outliers(label, r.get("timed") or [])
         for item in r.get("unexpected") or []:
             print(f"  unexpected: {item['kernel']}: {item['verdict']}: {item['error']} "

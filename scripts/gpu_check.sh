@@ -174,10 +174,12 @@ for section in $sections; do
         # 41; SHARING_BIG: how many of its 4096 x 393216 problems, SHARING_PAIRS=1: two
         # kernels each, SHARING_RESTATED: PyTorch kernels of that many level-2 GEMM problems;
         # SHARING_TIMEOUT: each drain's limit in seconds; SHARING_REUSE_BUILDS=1: with
-        # SHARING_COLD, the one-per-GPU pass takes the shared pass's builds).
+        # SHARING_COLD, the one-per-GPU pass takes the shared pass's builds;
+        # SHARING_ALONE_PROFILER=1: the one-per-GPU pass keeps the profiling process).
         sharing) python3 bench/gpu_sharing.py --kernelbench "$KB" --copies "${SHARING_COPIES:-5}" \
                      --mix "${SHARING_MIX:-level1}" ${SHARING_COLD:+--cold} \
                      ${SHARING_REUSE_BUILDS:+--reuse-builds} \
+                     ${SHARING_ALONE_PROFILER:+--alone-profiler} \
                      ${SHARING_BIG:+--big "$SHARING_BIG"} ${SHARING_PAIRS:+--pairs} \
                      ${SHARING_RESTATED:+--restated "$SHARING_RESTATED"} \
                      --timeout "${SHARING_TIMEOUT:-400}" \
