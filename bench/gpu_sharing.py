@@ -253,6 +253,7 @@ def run_pass(label: str, env: dict, args, hardware, user, problems, var: Path) -
         where = [(((e.static_report or {}).get("checks") or {}).get("profiler") or {})
                  for e in evaluations if e.verdict == "correct"]
         out["profiled_beside_trials"] = sum(bool(w.get("beside_trials")) for w in where)
+        out["profiled_in_profiling_process"] = sum(w.get("process") == "profiler" for w in where)
         out["profiled_correct"] = len(where)
         # Whether each job found its spare judge and workers already up when it was handed over.
         out["spares_ready"] = sum(bool(((e.environment or {}).get("sandbox") or {}).get(
@@ -506,16 +507,15 @@ def main() -> int:
         results[label] = run_pass(label, env, args, hardware, user, problems, var)
         r = results[label]
         r["builds"] = builds
-        r["profiling_process"] = env.get("RUNNER_PROFILE_PROCESS") != "0"
         # Each pass's figures as soon as it ends: a run cut short still shows them.
         print(f"{label}: {time.monotonic() - started:.0f} s, {r.get('evaluations')} evaluations "
               f"(drained: {r.get('drained')}), {r.get('per_gpu_hour') or 0:.0f} per GPU-hour, "
               f"warm latency {r.get('warm_latency_s') or 0:.2f} s {r.get('latencies_s')}, "
               f"verdicts {r.get('verdicts')}, profiled beside the trials "
-              f"{r.get('profiled_beside_trials')} of {r.get('profiled_correct')} correct, "
+              f"{r.get('profiled_beside_trials')} of {r.get('profiled_correct')} correct "
+              f"(in a profiling process {r.get('profiled_in_profiling_process')}), "
               f"spares ready when taken {r.get('spares_ready')} of {r.get('evaluations')}, "
-              f"builds {r['builds']}, profiling process {r['profiling_process']}, "
-              f"phases {r.get('phases')}", flush=True)
+              f"builds {r['builds']}, phases {r.get('phases')}", flush=True)
         print_outliers(label, r.get("timed") or [])
         for item in r.get("unexpected") or []:
             print(f"  unexpected: {item['kernel']}: {item['verdict']}: {item['error']} "
