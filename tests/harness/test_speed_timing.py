@@ -48,7 +48,7 @@ class ModelNew(nn.Module):
 TIMING = {"warmup": 2, "min_reps": 10, "max_reps": 60, "max_seconds": 2.0, "sets": 2}
 
 
-def test_a_kernel_doing_k_times_the_work_is_measured_at_least_k_over_2_times_slower():
+def test_a_kernel_doing_k_times_the_work_is_measured_at_least_k_over_4_times_slower():
     # Both cores busy with other work meanwhile, as on a shared runner: with several OpenMP
     # threads per side this once made such a kernel look 16.9 times faster than the reference.
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
@@ -60,7 +60,11 @@ def test_a_kernel_doing_k_times_the_work_is_measured_at_least_k_over_2_times_slo
             hog.wait()
     assert result["verdict"] == "correct", result["error"]
     slower = result["candidate"]["median_ms"] / result["reference"]["median_ms"]
-    assert slower >= K / 2, (result["candidate"], result["reference"])
+    # The two sides are timed one after the other, each with the share of the two cores that the
+    # hogs leave it then, and those shares can differ by twice: on CI the candidate's eight sums
+    # took 226 ms (28 ms a sum) and the reference's one 61 ms, 3.7 times, where runs here give 6
+    # to 9. The fault this guards against measured such a kernel 16.9 times *faster*.
+    assert slower >= K / 4, (result["candidate"], result["reference"])
     assert result["environment"]["timing_threads"] == 1
 
 
