@@ -127,7 +127,9 @@ def test_the_command_compiles_ahead_in_rounds_and_measures_each_round_before_the
     call_command("baselines", "--hardware", "cpu", "--problem", relu, "--problem", add,
                  "--problem", softmax, "--modes", "compile", "--compile-ahead", "1")
 
-    rounds = sorted([relu, add, softmax], key=lambda slug: sample_problems[slug].pk)
+    # The command takes problems in their order (level, then number).
+    rounds = sorted([relu, add, softmax], key=lambda slug: (sample_problems[slug].level,
+                                                            sample_problems[slug].number))
     assert calls == [("compile ahead", rounds[:2]), ("measure", rounds[:2]),
                      ("compile ahead", rounds[2:]), ("measure", rounds[2:])]
     lines = capsys.readouterr().out.splitlines()
