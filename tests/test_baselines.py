@@ -50,37 +50,51 @@ def test_the_command_times_a_published_reference_eager_and_compiled(
     assert "nothing to measure" in capsys.readouterr().out
 
 
+@pytest.fixture
+def stood_in(monkeypatch) -> list[tuple]:
+    """The compiling ahead and the timing stood in for, for the command's own logic (which modes,
+    which rounds): each call recorded as (what, problem slugs, workers or modes), and each
+    problem measured reported as the real pass reports it. The real ones run in
+    test_the_command_times_a_published_reference_eager_and_compiled and
+    test_compiling_ahead_builds_the_graphs_into_the_cache_and_times_nothing (each sandboxed
+    torch.compile on a CPU takes 15 to 20 s)."""
+    calls: list[tuple] = []
+
+    def compile_ahead(*, hardware, problems, workers, time_limit_s=None):
+        calls.append(("compile ahead", [p.slug for p in problems], workers))
+        return {}
+
+    def measure(*, hardware, problems, modes, time_limit_s, batch_size, on_outcome):
+        calls.append(("measure", [p.slug for p in problems], list(modes)))
+        row = SimpleNamespace(stats={"median_ms": 1.0, "compile_s": 2.0})
+        for problem in problems:
+            on_outcome(BaselineOutcome(problem=problem, stored=dict.fromkeys(modes, row)))
+
+    monkeypatch.setattr("gpu_runner.curation.baselines_compile_ahead", compile_ahead)
+    monkeypatch.setattr("gpu_runner.curation.baselines_measure", measure)
+    return calls
+
+
 def test_resuming_measures_only_the_modes_a_problem_lacks(
-    cpu_hardware, sample_problems, monkeypatch, capsys
+    cpu_hardware, sample_problems, stood_in, capsys
 ):
-    # Which modes a resumed run measures is the command's logic: the timing is stood in for here
-    # (the test above times both modes for real).
     relu = sample_problems["level1/901_Small_ReLU"]
     eager = Baseline.objects.create(
         problem=relu, problem_version=relu.current_version, hardware=cpu_hardware, mode="eager",
         median_ms=3.0, stats={"median_ms": 3.0}, torch_version=torch.__version__,
     )
-    measured: list[tuple[str, list[str]]] = []
 
-    def measure(*, hardware, problems, modes, time_limit_s, batch_size, on_outcome):
-        for problem in problems:
-            measured.append((problem.slug, list(modes)))
-            row = SimpleNamespace(stats={"median_ms": 1.0, "compile_s": 2.0})
-            on_outcome(BaselineOutcome(problem=problem, stored=dict.fromkeys(modes, row)))
+    call_command("baselines", "--hardware", "cpu", "--problem", relu.slug, "--missing-only")
 
-    monkeypatch.setattr("gpu_runner.curation.baselines_measure", measure)
-    call_command("baselines", "--hardware", "cpu", "--problem", "level1/901_Small_ReLU",
-                 "--missing-only")
-
-    assert measured == [("level1/901_Small_ReLU", ["compile"])]
+    assert stood_in == [("measure", [relu.slug], ["compile"])]
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("level1/901"))
     assert "compile" in line and "eager" not in line, line
 
     # One measured under another torch does not count: it is measured again.
     Baseline.objects.filter(pk=eager.pk).update(torch_version="1.0.0")
-    call_command("baselines", "--hardware", "cpu", "--problem", "level1/901_Small_ReLU",
-                 "--missing-only", "--modes", "eager")
-    assert measured[1:] == [("level1/901_Small_ReLU", ["eager"])]
+    call_command("baselines", "--hardware", "cpu", "--problem", relu.slug, "--missing-only",
+                 "--modes", "eager")
+    assert stood_in[1:] == [("measure", [relu.slug], ["eager"])]
 
 
 def test_compiling_ahead_builds_the_graphs_into_the_cache_and_times_nothing(
@@ -99,43 +113,24 @@ def test_compiling_ahead_builds_the_graphs_into_the_cache_and_times_nothing(
 
 
 def test_the_command_compiles_ahead_in_rounds_and_measures_each_round_before_the_next(
-    cpu_hardware, sample_problems, monkeypatch, capsys
+    cpu_hardware, sample_problems, stood_in, capsys
 ):
-    # The order of the rounds is the command's logic: the compiling and the timing are stood in
-    # for here (the test above and test_the_command_times_a_published_reference_eager_and_compiled
-    # run them for real; each sandboxed torch.compile on a CPU takes 15 to 20 s).
-    calls: list[tuple[str, list[str]]] = []
-
-    def compile_ahead(*, hardware, problems, workers, time_limit_s=None):
-        assert workers == 1
-        calls.append(("compile ahead", [p.slug for p in problems]))
-        return {}
-
-    def measure(*, hardware, problems, modes, time_limit_s, batch_size, on_outcome):
-        calls.append(("measure", [p.slug for p in problems]))
-        for problem in problems:
-            row = SimpleNamespace(stats={"median_ms": 1.0, "compile_s": 2.0})
-            on_outcome(BaselineOutcome(problem=problem, stored={"compile": row}))
-
-    monkeypatch.setattr("gpu_runner.curation.baselines_compile_ahead", compile_ahead)
-    monkeypatch.setattr("gpu_runner.curation.baselines_measure", measure)
-    relu, add, softmax = ("level1/901_Small_ReLU", "level1/904_Small_Add",
-                          "level1/903_Small_Softmax")
+    # Taken in the problems' order (level, then number): 903 before 904.
+    relu, softmax, add = ("level1/901_Small_ReLU", "level1/903_Small_Softmax",
+                          "level1/904_Small_Add")
 
     # One at a time, in rounds of two: the first round's baselines are stored (and printed)
     # before the second round compiles, so a run cut short keeps what it finished.
     call_command("baselines", "--hardware", "cpu", "--problem", relu, "--problem", add,
                  "--problem", softmax, "--modes", "compile", "--compile-ahead", "1")
 
-    # The command takes problems in their order (level, then number).
-    rounds = sorted([relu, add, softmax], key=lambda slug: (sample_problems[slug].level,
-                                                            sample_problems[slug].number))
-    assert calls == [("compile ahead", rounds[:2]), ("measure", rounds[:2]),
-                     ("compile ahead", rounds[2:]), ("measure", rounds[2:])]
+    assert stood_in == [("compile ahead", [relu, softmax], 1),
+                        ("measure", [relu, softmax], ["compile"]),
+                        ("compile ahead", [add], 1), ("measure", [add], ["compile"])]
     lines = capsys.readouterr().out.splitlines()
     printed = [line[:19] if line.startswith("compiled ahead:") else line.split(":")[0]
                for line in lines if line.startswith(("compiled ahead:", "level1/"))]
-    assert printed == ["compiled ahead: 2/2", *rounds[:2], "compiled ahead: 1/1", rounds[2]]
+    assert printed == ["compiled ahead: 2/2", relu, softmax, "compiled ahead: 1/1", add]
 
 
 def test_only_published_problems_are_measured_unless_asked(cpu_hardware, sample_problems):
