@@ -2,6 +2,7 @@
 
 import copy
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from django.core.management.base import CommandError
 from evaluation.models import Hardware
 from evaluation.services import HARDWARE_FIELDS
 from gpu_runner.curation import validation_store
+from gpu_runner.sharing import validated_peak_bytes
 from problems.baselines import baseline_record
 from problems.curation import (
     CurationFileError,
@@ -392,17 +394,26 @@ def test_the_committed_h200_curation_is_a_file_a_site_reads():
 
 
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="shared/kernelbench is not beside the repo")
-def test_the_committed_h200_curation_covers_every_level_3_problem_of_kernelbench():
-    """Issue 21: level 3 curated on the H200. Against the real problem set, every one of the 50
-    references is the one measured, so each gets its validation and both baselines."""
-    problems_import(path=KERNELBENCH, levels=[3])
+def test_the_committed_h200_curation_covers_every_problem_of_kernelbench_levels_1_to_3():
+    """Issues 21 and 41: levels 1 to 3 validated on the H200, level 3 with baselines too. Against
+    the real problem set, every one of the 250 references is the one measured, so each gets its
+    validation (with the device memory it peaked at, which admission reads), and each level 3
+    problem both baselines."""
+    problems_import(path=KERNELBENCH, levels=[1, 2, 3])
     report = curation_import(data=committed_h200_curation())
-    level3 = Problem.objects.filter(level=3)
-    assert level3.count() == 50 and report.skipped == []
-    assert sorted(report.validations) == sorted(level3.values_list("slug", flat=True))
+    curated = Problem.objects.filter(level__in=[1, 2, 3])
+    assert curated.count() == 250 and report.skipped == []
+    assert sorted(report.validations) == sorted(curated.values_list("slug", flat=True))
     h200 = Hardware.objects.get(slug="h200")
+    validations = Validation.objects.filter(hardware=h200)
+    # Admission on a shared GPU reads each problem's validated peak, not a guess.
+    big = Problem.objects.get(slug="level1/20_LeakyReLU").current_version
+    assert validated_peak_bytes(big, h200) > 6 * 2**30
+    assert all(validated_peak_bytes(p.current_version, h200) for p in curated)
     for mode in ("eager", "compile"):
         measured = Baseline.objects.filter(hardware=h200, mode=mode, source="measured")
         assert set(measured.values_list("problem__level", flat=True)) == {3}
         assert measured.count() == 50
-    assert Validation.objects.filter(hardware=h200, status="flagged").count() == 19
+    flagged = validations.filter(status="flagged")
+    levels = Counter(flagged.values_list("problem_version__problem__level", flat=True))
+    assert levels == {1: 8, 2: 9, 3: 19}
