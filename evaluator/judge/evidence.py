@@ -76,6 +76,31 @@ def processes_left_running(root_pid: int, before: set[int]) -> list[dict[str, An
     return left
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """The CPU time all threads of these processes have used so far, in seconds, read from
+    /proc by the judge, outside the sandbox: a thread is a task there whatever started it
+    (threading, _thread, a C library) and whatever code it runs. Per task, the scheduler's
+    nanoseconds (schedstat) where the kernel keeps them, else user and system ticks."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0]) / 1e9
+                continue
+            except (OSError, IndexError, ValueError):
+                pass
+            fields = stat_fields(int(tid))
+            if fields and len(fields) > 12:
+                total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
 def mapped_objects(pids: list[int]) -> tuple[set[str], list[str]]:
     """The shared objects the processes have mapped (paths as they see them), and the pids whose
     maps could not be read."""

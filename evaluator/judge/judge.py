@@ -108,6 +108,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         self.worker: WorkerHandle | None = None
         self.profiler: Profiler | None = None
         self.processes_before_load: set[int] | None = None  # the worker's, by _load_candidate
+        self.worker_beside_reference: dict[str, float] | None = None  # by the timing (timed.py)
         self.round_trip: dict[str, float] = {}
         self.ref_timer: Any = None  # timing.CallTimer, the judge's (made by _calibrate)
         self.echo: Any = None  # judge_clock.Echo

@@ -23,6 +23,16 @@ _TIMING_FACTS = ("n", "stopped", "rel_err", "input_sets", "flushes")
 # host busy for a moment, or a report it cannot vouch for).
 TIMING_ATTEMPTS = 3
 
+# While the reference is timed the worker has nothing to do: it waits for the next request. CPU
+# its process tree uses then is work the kernel left running beside the calls (a thread started
+# at import, whatever code it runs, which no frame or name gives away); on a CPU host it takes
+# cores from the reference and so inflates the speedup. An honest worker used none there (the
+# scheduler's count, to the nanosecond: 0.0 s in windows of 11 to 13 ms on the CPU, where a
+# kernel's thread started at import used all of one); allowed, for a thread pool spinning down
+# after the candidate's last call: this share of the window, plus the slack.
+IDLE_WORKER_CPU_SHARE = 0.2
+IDLE_WORKER_CPU_SLACK_S = 0.005
+
 
 def _summary(stats: dict | None) -> dict | None:
     from evaluator.timing import summarize
@@ -208,6 +218,7 @@ class TimedPhases:
         attempts: list[dict] = []
         records: list[dict] = []
         outputs: list[Any] = []
+        beside = {"cpu_s": 0.0, "wall_s": 0.0}  # the worker, while the reference is timed
         watch = DeviceWatch(self.device)  # the driver's view of each window (provenance.py)
         with self.gate.exclusive(), self._timing_threads():
             self.result["timing_window"] = [time.time(), None]  # shown beside others' steps
@@ -217,7 +228,10 @@ class TimedPhases:
                     cand_loop, ref_loop = loop(offset), loop(offset)
                     watch.open()
                     cand = cand_loop.run(cand_call)
+                    cpu_before, t_ref = self._worker_cpu_s(), time.perf_counter()
                     ref = ref_loop.run(ref_call)
+                    beside["wall_s"] += time.perf_counter() - t_ref
+                    beside["cpu_s"] += self._worker_cpu_s() - cpu_before
                     seen = watch.close()
                     report = vouch(cand, ref, self.round_trip, one_flush, on_gpu=on_gpu)
                     attempts.append({"cand": cand, "ref": ref, "report": report, "seen": seen,
@@ -231,7 +245,24 @@ class TimedPhases:
                 self.result["timing_window"][1] = time.time()
             reply, kept = self.worker.request({"cmd": "late"}, deadline=self.deadline,
                                               phase="timing")
+        self._name_work_beside_the_reference(beside)
         return attempts, records, outputs, reply, kept
+
+    def _worker_cpu_s(self) -> float:
+        """The CPU seconds the worker's whole process tree has used so far (evidence.py)."""
+        from evaluator.judge.evidence import cpu_seconds, process_tree
+
+        root = self.worker.proc.pid
+        return cpu_seconds([root, *process_tree(root)])
+
+    def _name_work_beside_the_reference(self, beside: dict[str, float]) -> None:
+        """Kept with the timing, and flagged where the idle worker kept a core busy."""
+        self.worker_beside_reference = {k: round(v, 4) for k, v in beside.items()}
+        if beside["cpu_s"] > IDLE_WORKER_CPU_SHARE * beside["wall_s"] + IDLE_WORKER_CPU_SLACK_S:
+            self.flag("background_thread", {"busy_while_reference_timed": {
+                **self.worker_beside_reference,
+                "what": "the worker's processes used this CPU time while the reference was "
+                        "timed and the worker had nothing to do"}})
 
     def _record_timing(self, attempts: list[dict], *, n_sets: int) -> None:
         """The last attempt's medians, speedup and the clock's report on the result; the
@@ -260,6 +291,8 @@ class TimedPhases:
             "neighbours_stopped": self.gate.frozen[-1] if self.gate.frozen else None,
             # The driver's view of the window: clocks, power, other processes (provenance.py).
             "device_seen": last["seen"],
+            # What the worker's processes used of the CPU while only the reference ran.
+            "worker_beside_reference": self.worker_beside_reference,
         }
         if not report["confirmed"]:
             from evaluator.flags import TIMING_UNCONFIRMED
