@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from competitions.models import Competition, Entry
 from competitions.services import competition_submit
+from submissions.models import Evaluation
 from tests.conftest import kernel_source
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -40,9 +41,14 @@ def enter(competition, user, problem) -> Entry:
     )
 
 
+def evaluations_of(entry: Entry) -> list[tuple]:
+    return list(Evaluation.objects.filter(submission_id=entry.submission_id).values_list(
+        "verdict", "flags", "error", "finished_at"))
+
+
 @pytest.mark.browser
 def test_the_standings_move_live_when_an_entry_is_evaluated(
-    browser, live_site, user, relu_problem, contest, start_runner
+    browser, live_site, user, relu_problem, contest, start_runner, tmp_path
 ):
     """Slow: a real browser sees the standings move when a real runner process evaluates an
     entry."""
@@ -55,9 +61,14 @@ def test_the_standings_move_live_when_an_entry_is_evaluated(
     expect(page.locator("#standings-table tr.empty")).to_have_count(1)
     page.evaluate("window.__notReloaded = true")
 
-    enter(contest, user, relu_problem)
+    entry = enter(contest, user, relu_problem)
     start_runner()
     row = page.locator('#standings-table tr[data-key="standing-ada"]')
-    expect(row.locator("td.points")).to_have_text("1", timeout=240_000)
+    try:
+        expect(row.locator("td.points")).to_have_text("1", timeout=240_000)
+    except AssertionError as exc:  # say what the entry got, not only what the page shows
+        log = (tmp_path / "runner-0.log").read_text(errors="replace")[-3000:]
+        raise AssertionError(f"{exc}\nthe entry's evaluations: {evaluations_of(entry)}\n"
+                             f"the runner's log ends:\n{log}") from None
     expect(row.locator("td.rank")).to_have_text("1")
     assert page.evaluate("window.__notReloaded") is True
