@@ -31,17 +31,21 @@ MAX_SO_BYTES = 1 << 30  # a candidate's extension larger than this is not read
 MAX_CACHE_FILES = 2000  # files of a compiler's cache folder read for the names, at most
 
 
+def _task_ids(pid: int) -> list[str]:
+    """The process's threads (tasks) as /proc names them; none once it is gone."""
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
 def process_tree(root_pid: int) -> list[int]:
     """The pids below `root_pid` (the sandbox's processes, as the host numbers them)."""
     seen: list[int] = []
     todo = [root_pid]
     while todo and len(seen) < 256:
         pid = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tasks:
+        for tid in _task_ids(pid):
             try:
                 with open(f"/proc/{pid}/task/{tid}/children") as f:
                     children = [int(p) for p in f.read().split()]
@@ -84,11 +88,7 @@ def cpu_seconds(pids: list[int]) -> float:
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
+        for tid in _task_ids(pid):
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                     total += int(f.read().split()[0]) / 1e9
