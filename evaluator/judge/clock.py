@@ -7,16 +7,20 @@ candidate's to read and rewrite, so the timing loop cannot live there:
 - Inputs. Every call's inputs are a fresh draw from the problem's own get_inputs() that the
   judge makes under seeds that never leave it, and sends with the call that uses them. No draw
   function, seed or future input exists in the worker, so no answer can be computed ahead.
-- The clock. The judge's own clock runs from the moment it starts sending a call's inputs to the
-  moment the reply, with the whole output, is in. The worker's figure for the call (the device
-  events around it, or its host clock on the CPU) is what ranks, but only while the judge's
-  interval explains it: what the interval holds beyond the reported call (the transfers, the
-  flushes, the synchronisation, the channel) must match what the same path costs the reference,
-  timed here by the same `CallTimer` with the same copies, plus the channel's round trip
-  measured before the candidate's code was loaded. A worker that reports less than it spent
-  leaves that much unexplained.
-- Outputs. Each timed call's whole output comes back inside the interval, and the judge samples
-  and sums it with a seed of its own, against the reference on the same draw.
+- The clock. The judge's own clock runs from the moment it starts sending a block of calls'
+  inputs to the moment the reply, with every call's whole output, is in. A block holds as many
+  calls, each on its own fresh inputs, as make the channel's fixed cost a small share of it
+  (`block_size`, from the calibration and the warm-up, capped by memory), so the judge's
+  interval per call, less what the path costs (the same `CallTimer` and copies timed here for
+  the reference, plus the worker's path measured before the candidate's code was loaded), is a
+  measurement of the call itself. That figure ranks (`judge_figure`): the worker's own samples
+  (the device events around each call, or its host clock on the CPU) only refine it within the
+  judge's resolution, never beyond, so a worker that reports less than it spent gains at most
+  that resolution, which the result states. A report outside it is also named (a note).
+- Outputs. Each timed call's whole output comes back inside the interval, as plain tensors the
+  channel rebuilt from bytes (an output that computes its values when read is read, and so
+  computed, inside the interval), and the judge samples and sums it with a seed of its own,
+  against the reference on the same draw.
 
 When the two clocks disagree the candidate and the reference are timed again; a disagreement
 that stays keeps the result off the boards with a note (flags.TIMING_UNCONFIRMED), never an
@@ -34,8 +38,8 @@ from typing import Any
 
 from evaluator.timing import MAX_PREFIX_FLUSHES, flushes_for, is_stable, median_rel_err
 
-# A call's (facts, output) for these inputs and that many flushes.
-Call = Callable[[list, int], tuple[dict, Any]]
+# A block's (facts, output) per call, for these calls' inputs and that many flushes each.
+Call = Callable[[list[list], int], tuple[list[dict], list[Any]]]
 Draw = Callable[[int, int], list]  # (input set j, use k) -> that use's inputs
 # Summarise an output for the checks: (facts per leaf, sampled values).
 Summarize = Callable[[Any], tuple[list[dict], Any]]
@@ -55,6 +59,28 @@ STANDARD_ERRORS = 4.0
 CPU_REL_TOLERANCE = 0.25
 CPU_PATH_TOLERANCE = 1.0
 PINGS = 24
+
+# Blocks: as many calls per hand-over as make the channel's fixed cost at most this share of
+# the block's calls (the issue's target: the judge's clock alone decides a call of 50 us on a
+# GPU, 0.5 ms on the CPU, within 5%), at most MAX_BLOCK calls, and at most BLOCK_BYTES of
+# inputs and outputs together on the host (a GPU: BLOCK_DEVICE_SHARE of its memory), since a
+# block's inputs and outputs are all alive at once.
+BLOCK_OVERHEAD_SHARE = 0.05
+MAX_BLOCK = 64
+BLOCK_BYTES = 256 << 20
+BLOCK_DEVICE_SHARE = 1 / 32
+# The calibration's second block size (the first is one call): two sizes tell the path's cost
+# per hand-over from its cost per call.
+CALIBRATION_BLOCK = 32
+# The judge's resolution: this many standard errors of what it subtracted (the path's cost,
+# measured on its own: never the candidate's spread), plus a floor (ms) for the clock itself.
+RESOLUTION_ERRORS = 2.0
+RESOLUTION_FLOOR_MS = 0.0005
+# and this share of the worker's path per call, which drifts between the calibration and the
+# timing beyond its standard error (on a 2-core CPU host, 15 to 60 us of a 60 to 100 us path:
+# the channel's per-tensor reads and writes; on a GPU a few microseconds)
+RESOLUTION_PATH_SHARE = 0.25
+MIN_BLOCKS = 5
 
 
 def se_median(values: list[float]) -> float:
@@ -79,7 +105,9 @@ class Side:
     launch: list[float] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)  # per call: set, use, output facts
     outputs: list[Any] = field(default_factory=list)  # per call: the sampled values
-    echo: list[float] = field(default_factory=list)  # the host's round trip beside each call
+    echo: list[float] = field(default_factory=list)  # the host's round trip beside each block
+    blocks: list[float] = field(default_factory=list)  # the judge's interval per timed block
+    block: int = 1  # calls per timed block
     flushes: int = 0
     stopped: str = "max_reps"
 
@@ -88,7 +116,7 @@ class Side:
             "samples_ms": self.samples, "wall_ms": self.wall, "prefix_ms": self.prefix,
             "judge_ms": self.judge, "warmup_ms": self.warmup, "flushes": self.flushes,
             "launch_ms": statistics.median(self.launch) if self.launch else 0.0,
-            "n": len(self.samples), "stopped": self.stopped,
+            "n": len(self.samples), "stopped": self.stopped, "block": self.block,
             "rel_err": median_rel_err(self.samples),
         }
 
@@ -101,88 +129,146 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
+def _tensor_bytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+def block_size(call_ms: float, handover_ms: float, call_bytes: int, *, cap_bytes: int) -> int:
+    """Calls per timed block: enough that the channel's cost per hand-over is at most
+    BLOCK_OVERHEAD_SHARE of the block's calls, within MAX_BLOCK and `cap_bytes` of inputs and
+    outputs alive at once."""
+    want = math.ceil(max(0.0, handover_ms) / (BLOCK_OVERHEAD_SHARE * max(call_ms, 1e-4)))
+    fit = cap_bytes // call_bytes if call_bytes > 0 else MAX_BLOCK
+    return max(1, min(MAX_BLOCK, want, fit))
+
+
 class TimingLoop:
-    """Times one side call by call: warm-up, then timed calls until the median is stable or a
-    cap is hit. The judge makes each call's inputs just before it (outside its interval)."""
+    """Times one side block by block: warm-up calls one at a time, then timed blocks of calls
+    until the median is stable or a cap is hit. The judge draws each call's inputs just before
+    its block (outside its interval)."""
 
     def __init__(self, draw: Draw, n_sets: int, summarize: Summarize, *, sync: Callable[[], None],
                  one_flush_ms: float, on_gpu: bool, warmup: int = 3, min_reps: int = 20,
                  max_reps: int = 500, target_rel_err: float = 0.0015, max_seconds: float = 10.0,
-                 warmup_ms: float = 0.0, echo: Any = None, **_ignored: Any):
+                 warmup_ms: float = 0.0, echo: Any = None, handover_ms: float = 0.0,
+                 cap_bytes: int = BLOCK_BYTES, **_ignored: Any):
         self.draw, self.n_sets, self.summarize, self.sync = draw, max(1, n_sets), summarize, sync
         self.one_flush_ms, self.on_gpu = one_flush_ms, on_gpu
         self.warmup, self.min_reps, self.max_reps = int(warmup), int(min_reps), int(max_reps)
         self.target_rel_err, self.max_seconds = target_rel_err, max_seconds
         self.warmup_ms = warmup_ms
-        self.echo = echo  # Echo: the host's round trip, sampled after each timed call
+        self.echo = echo  # Echo: the host's round trip, sampled after each timed block
+        self.handover_ms = handover_ms  # the channel's cost per hand-over (the calibration's)
+        self.cap_bytes = cap_bytes
         self.uses = [0] * self.n_sets
         self.count = 0
+        self.call_bytes = 0
 
     def _next_inputs(self) -> tuple[int, int, list]:
         j = self.count % self.n_sets
         k = self.uses[j]
         self.uses[j] = k + 1
         self.count += 1
-        inputs = self.draw(j, k)
+        return j, k, self.draw(j, k)
+
+    def _block(self, call: Call, side: Side, flushes: int, size: int) -> tuple[list[dict], float]:
+        """One hand-over of `size` calls; their facts and the judge's interval (ms)."""
+        drawn = [self._next_inputs() for _ in range(size)]
+        uses = [(j, k) for j, k, _inputs in drawn]
+        blocks = [inputs for _j, _k, inputs in drawn]
+        del drawn
         self.sync()  # drawn before the interval opens
-        return j, k, inputs
-
-    def _one(self, call: Call, side: Side, flushes: int) -> tuple[dict, float]:
-        j, k, inputs = self._next_inputs()
         t0 = time.perf_counter()
-        facts, out = call(inputs, flushes)
-        judge_ms = (time.perf_counter() - t0) * 1e3
-        del inputs
-        infos, sampled = self.summarize(out)
-        del out
-        side.records.append({"c": len(side.records), "j": j, "k": k, "outputs": infos,
-                             **{key: facts[key] for key in ("alias_input", "reused_from",
-                                                            "candidate_threads", "tasks")
-                                if key in facts}})
-        side.outputs.append(sampled)
-        return facts, judge_ms
+        facts, outs = call(blocks, flushes)
+        block_ms = (time.perf_counter() - t0) * 1e3
+        if not isinstance(facts, list) or not isinstance(outs, (list, tuple)) or (
+                len(facts) != size or len(outs) != size):
+            raise ValueError(f"a block of {size} calls came back with "
+                             f"{len(facts) if isinstance(facts, list) else 'no'} replies")
+        self.call_bytes = max(self.call_bytes, _tensor_bytes(blocks[0]) + _tensor_bytes(outs[0]))
+        del blocks
+        facts = [f if isinstance(f, dict) else {} for f in facts]
+        for (j, k), f, out in zip(uses, facts, outs, strict=True):
+            infos, sampled = self.summarize(out)
+            side.records.append({"c": len(side.records), "j": j, "k": k, "outputs": infos,
+                                 **{key: f[key] for key in ("alias_input", "reused_from",
+                                                            "candidate_threads", "tasks",
+                                                            "exact_types")
+                                    if key in f}})
+            side.outputs.append(sampled)
+        return facts, block_ms
 
-    def run(self, call: Call, side: Side | None = None, *, flushes: int | None = None) -> Side:
-        """Time `call`; `flushes` fixed (a re-timing) or chosen from the warm-up's launch time."""
+    def run(self, call: Call, side: Side | None = None, *, flushes: int | None = None,
+            block: int | None = None) -> Side:
+        """Time `call`; `flushes` and `block` fixed (the reference, a re-timing) or chosen from
+        the warm-up (the launch time; the call's time and size)."""
         side = side or Side()
         warm_start = time.perf_counter()
         i = 0
         while i < max(0, self.warmup) or (
                 (time.perf_counter() - warm_start) * 1e3 < self.warmup_ms and i < self.max_reps):
-            facts, judge_ms = self._one(call, side, 0)
+            facts, judge_ms = self._block(call, side, 0, 1)
             side.warmup.append(judge_ms)
-            launch = _number(facts.get("launch_ms"))
+            launch = _number(facts[0].get("launch_ms"))
             side.launch.append(min(launch if launch is not None else judge_ms, judge_ms))
             i += 1
         if flushes is None:
             launch = statistics.median(side.launch) if side.launch else 0.0
             flushes = flushes_for(self.one_flush_ms, launch) if self.on_gpu else 0
         side.flushes = max(0, min(int(flushes), MAX_PREFIX_FLUSHES))
+        if block is None:
+            # The fastest warm-up call: the first ones pay for what is paid once.
+            warm = min(side.warmup) if side.warmup else 0.0
+            call_ms = warm - self.handover_ms + side.flushes * self.one_flush_ms
+            block = block_size(call_ms, self.handover_ms, self.call_bytes,
+                               cap_bytes=self.cap_bytes)
+        side.block = max(1, int(block))
         loop_start = time.perf_counter()
-        for _ in range(max(1, self.max_reps)):
-            facts, judge_ms = self._one(call, side, side.flushes)
-            sample = _number(facts.get("sample_ms"))
-            side.samples.append(sample if sample is not None else judge_ms)
-            side.prefix.append(_number(facts.get("prefix_ms")) or 0.0)
-            side.wall.append(_number(facts.get("wall_ms")) or judge_ms)
-            side.judge.append(judge_ms)
+        size = side.block
+        # At least MIN_BLOCKS blocks, whatever max_reps says: the judge's own figure is a
+        # median over blocks.
+        while len(side.samples) < max(1, self.max_reps) or len(side.blocks) < MIN_BLOCKS:
+            facts, block_ms = self._block(call, side, side.flushes, size)
+            side.blocks.append(block_ms / size)
+            for f in facts:
+                sample = _number(f.get("sample_ms"))
+                side.samples.append(sample if sample is not None else block_ms / size)
+                side.prefix.append(_number(f.get("prefix_ms")) or 0.0)
+                side.wall.append(_number(f.get("wall_ms")) or block_ms / size)
+                side.judge.append(block_ms / size)
             if self.echo is not None:
                 side.echo.append(self.echo.ping())
-            if is_stable(side.samples, self.min_reps, self.target_rel_err):
+            if len(side.blocks) >= MIN_BLOCKS and is_stable(
+                    side.samples, self.min_reps, self.target_rel_err) and is_stable(
+                    side.blocks, min(3, self.min_reps), 4 * self.target_rel_err):
                 side.stopped = "stable"
                 break
             if (time.perf_counter() - loop_start > self.max_seconds
-                    and len(side.samples) >= min(3, self.max_reps)):
+                    and len(side.blocks) >= min(3, self.max_reps)):
                 side.stopped = "max_seconds"
                 break
         return side
 
 
 def excess(side: Side, one_flush_ms: float) -> list[float]:
-    """Per timed call, what the judge's interval holds beyond the reported call and the flushes
-    it was asked to make (whose device time the judge measured itself)."""
-    return [j - s - side.flushes * one_flush_ms
-            for j, s in zip(side.judge, side.samples, strict=False)]
+    """Per timed block, what the judge's interval holds per call beyond the reported calls and
+    the flushes it asked for (whose device time the judge measured itself)."""
+    size = max(1, side.block)
+    out = []
+    for b, per_call in enumerate(side.blocks):
+        reported = side.samples[b * size:(b + 1) * size]
+        if reported:
+            out.append(per_call - statistics.fmean(reported) - side.flushes * one_flush_ms)
+    if not side.blocks:  # a side built call by call (no blocks recorded)
+        out = [j - s - side.flushes * one_flush_ms
+               for j, s in zip(side.judge, side.samples, strict=False)]
+    return out
 
 
 _ECHO = "import os\nwhile os.read(0, 1):\n    os.write(1, b'.')\n"
@@ -191,7 +277,7 @@ _ECHO = "import os\nwhile os.read(0, 1):\n    os.write(1, b'.')\n"
 class Echo:
     """A process of the judge's own (no candidate code, no torch) that answers a byte with a
     byte: its round trip is what waking another process costs on this host right now. Sampled
-    at the calibration and beside every timed call, it tells how much of a change in the
+    at the calibration and beside every timed block, it tells how much of a change in the
     worker's round trip is the host's load (a separate process's observation, which nothing in
     the candidate's process can lengthen or shorten)."""
 
@@ -247,9 +333,15 @@ class LocalPath:
             return type(value)(self.mirror(v) for v in value)
         return value
 
-    def call(self, fn: Callable[..., Any], inputs: list, flushes: int) -> tuple[dict, Any]:
-        out, facts = self.timer(fn, self.mirror(inputs), flushes)
-        return facts, self.mirror(out)
+    def call(self, fn: Callable[..., Any], blocks: list[list],
+             flushes: int) -> tuple[list[dict], list[Any]]:
+        """A block of calls, as the worker makes them (Worker.block): one after the other."""
+        facts, outs = [], []
+        for inputs in blocks:
+            out, f = self.timer(fn, self.mirror(inputs), flushes)
+            facts.append(f)
+            outs.append(self.mirror(out))
+        return facts, outs
 
 
 def calibration_call(*inputs: Any) -> Any:
@@ -264,87 +356,113 @@ def calibration_call(*inputs: Any) -> Any:
 
 def round_trip(worker_call: Call, local_call: Call, draw: Callable[[int], list], *,
                summarize: Summarize, sync: Callable[[], None], echo: Echo | None = None,
-               count: int = PINGS, max_seconds: float = 0.5) -> dict[str, float]:
-    """What a call through the worker costs the judge's clock beyond the same call made here
-    (the channel: frames, the worker's side of the copies, its probes), in ms: the same
-    harmless call (calibration_call) made both ways, alternately, before the candidate's code
-    is loaded into the worker, so nothing of the candidate's can lengthen it. Between calls the
-    judge does what it does between timed calls (a fresh draw, the output's summary), so that
-    the worker waits as long and wakes as it will then. At most `count` rounds, and no more
-    than six once `max_seconds` have passed: on KernelBench's largest problems (6 GiB a
-    tensor) two seconds of rounds made an evaluation a quarter slower (H200,
-    bench/judge_clock.py); fewer rounds there widen the tolerance by their standard error."""
-    remote: list[float] = []
-    local: list[float] = []
+               count: int = PINGS, max_seconds: float = 0.5,
+               cap_bytes: int = BLOCK_BYTES) -> dict[str, float]:
+    """What a block of calls through the worker costs the judge's clock beyond the same calls
+    made here (the channel: frames, the worker's side of the copies, its probes), in ms, as a
+    cost per hand-over and a cost per call: the same harmless call (calibration_call) made both
+    ways, alternately, in blocks of one call and of CALIBRATION_BLOCK calls, before the
+    candidate's code is loaded into the worker, so nothing of the candidate's can lengthen it.
+    Between blocks the judge does what it does between timed blocks (fresh draws, the outputs'
+    summaries), so that the worker waits as long and wakes as it will then. At most `count`
+    rounds, and no more than six once `max_seconds` have passed: on KernelBench's largest
+    problems (6 GiB a tensor) two seconds of rounds made an evaluation a quarter slower (H200,
+    bench/judge_clock.py); fewer rounds there widen the resolution by their standard error.
+    Where a block of several calls would not fit `cap_bytes`, only blocks of one are made
+    (and timed blocks hold one call: block_size)."""
+    first = draw(-1)
+    set_bytes = 2 * _tensor_bytes(first)
+    big = CALIBRATION_BLOCK if set_bytes * CALIBRATION_BLOCK <= cap_bytes else 1
+    sizes = (1, big) if big > 1 else (1,)
+    remote: dict[int, list[float]] = {n: [] for n in sizes}
+    local: dict[int, list[float]] = {n: [] for n in sizes}
     echoes: list[float] = []
-    start = time.perf_counter()
     # A first call through each path pays what is paid once (buffers made and mapped, the
     # worker's first device work): made, and not counted.
-    first = draw(-1)
     for call in (worker_call, local_call):
-        _facts, out = call(first, 0)
+        _facts, out = call([first], 0)
         del out
     del first
     sync()
     start = time.perf_counter()
     for i in range(count):
-        inputs = draw(i)
-        for call, into in ((worker_call, remote), (local_call, local)):
-            sync()
-            t0 = time.perf_counter()
-            facts, out = call(inputs, 0)
-            elapsed = (time.perf_counter() - t0) * 1e3
-            summarize(out)
-            del out
-            sample = _number(facts.get("sample_ms"))
-            into.append(elapsed - (sample if sample is not None else 0.0))
-        del inputs
+        for n in sizes:
+            blocks = [draw(i * CALIBRATION_BLOCK + m) for m in range(n)]
+            for call, into in ((worker_call, remote[n]), (local_call, local[n])):
+                sync()
+                t0 = time.perf_counter()
+                facts, outs = call(blocks, 0)
+                elapsed = (time.perf_counter() - t0) * 1e3
+                for out in outs:
+                    summarize(out)
+                del outs
+                reported = sum(_number(f.get("sample_ms")) or 0.0 for f in facts
+                               if isinstance(f, dict))
+                into.append(elapsed - reported)
+            del blocks
         if echo is not None:
             echoes.append(echo.ping())
         if i >= 5 and time.perf_counter() - start > max_seconds:
             break
-    return {"median_ms": statistics.median(remote) - statistics.median(local),
-            "se_ms": math.hypot(se_median(remote), se_median(local)),
-            "worker_ms": statistics.median(remote), "local_ms": statistics.median(local),
+    one = statistics.median(remote[1]) - statistics.median(local[1])
+    one_se = math.hypot(se_median(remote[1]), se_median(local[1]))
+    per_call, per_call_se = 0.0, 0.0
+    if big > 1:
+        several = statistics.median(remote[big]) - statistics.median(local[big])
+        several_se = math.hypot(se_median(remote[big]), se_median(local[big]))
+        per_call = max(0.0, (several - one) / (big - 1))
+        per_call_se = math.hypot(several_se, one_se) / (big - 1)
+    return {"median_ms": one, "se_ms": one_se,
+            # What a hand-over costs whatever it holds, and what each call in it adds.
+            "handover_ms": max(0.0, one - per_call), "handover_se_ms": one_se,
+            "per_call_ms": per_call, "per_call_se_ms": per_call_se, "block": big,
+            "worker_ms": statistics.median(remote[1]), "local_ms": statistics.median(local[1]),
             "echo_ms": statistics.median(echoes) if echoes else None,
-            "echo_se_ms": se_median(echoes) if echoes else 0.0, "n": len(remote)}
+            "echo_se_ms": se_median(echoes) if echoes else 0.0, "n": len(remote[1])}
 
 
 def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
           on_gpu: bool = True) -> dict[str, Any]:
-    """Whether the judge's clock explains the candidate's reported times.
+    """The judge's own figure for the candidate's call, and whether it explains the worker's
+    reported times.
 
-    The reference went through the same timed call and the same copies in the judge, so what
-    its intervals hold beyond its calls is the path's cost; the candidate's adds what the path
-    through the worker costs beyond it (`round_trip`). Beyond that, plus a tolerance (a floor,
-    a share of the call, and the medians' standard errors), the worker reported less than it
-    spent. Also: the judge's interval cannot be much shorter than the reported call and the
-    flushes it was asked to make."""
+    The reference went through the same timed calls, blocks and copies in the judge, so what
+    its intervals hold per call beyond its calls is the path's cost; the candidate's adds what
+    the path through the worker costs beyond it (`round_trip`): a cost per hand-over, shared by
+    the block's calls, and a cost per call. The judge's interval per call less that path is its
+    own measurement of the call (`judge_ms`), known to within its resolution (standard errors
+    of what it subtracted, measured on its own: never the candidate's spread, which a kernel
+    that varies its calls would widen at will). What ranks is the worker's median held within
+    that resolution of the judge's figure (`ranked_median_ms`): a worker that reports less than
+    it spent gains at most the resolution. Beyond a tolerance (a floor, a share of the call,
+    the standard errors, a share of the path), the report is named unconfirmed; so is an
+    interval shorter than the reported calls and the flushes the judge asked for."""
+    size = max(1, cand.block)
     cand_median = statistics.median(cand.samples) if cand.samples else 0.0
     cand_excess, ref_excess = excess(cand, one_flush_ms), excess(ref, one_flush_ms)
     seen = statistics.median(cand_excess) if cand_excess else 0.0
     ref_seen = statistics.median(ref_excess) if ref_excess else 0.0
     # The host's load moved between the calibration and the timing by what the echo's round
-    # trip moved (two wakeups, as in a call through the worker).
+    # trip moved (two wakeups a hand-over, as in a block through the worker).
     drift, drift_se = 0.0, 0.0
     if rtt.get("echo_ms") is not None and cand.echo:
         drift = statistics.median(cand.echo) - float(rtt["echo_ms"])
         drift_se = math.hypot(se_median(cand.echo), float(rtt.get("echo_se_ms") or 0.0))
     # The worker's path cannot cost less than the judge's own: a calibration that says so was
     # disturbed, and counts as no extra cost (never as a credit against the candidate).
-    extra = max(0.0, float(rtt.get("median_ms") or 0.0))
+    handover = max(0.0, float(rtt.get("handover_ms", rtt.get("median_ms")) or 0.0))
+    per_call = max(0.0, float(rtt.get("per_call_ms") or 0.0))
     local = float(rtt.get("local_ms") or 0.0)
     if not on_gpu and local > 0 and ref_seen > local:
         # On a CPU runner the worker's path is host work that a host busier than at the
         # calibration slows as much as the judge's own path, which the reference's calls show.
-        extra *= min(ref_seen / local, 10.0)
-    expected = ref_seen + extra + drift
-    # The standard errors of what the judge measured on its own (the reference's path, the
-    # calibration, the echo): never the candidate's spread, which a kernel that varies its
-    # own calls would widen at will.
-    se = math.sqrt(se_median(ref_excess) ** 2 + float(rtt.get("se_ms") or 0.0) ** 2
-                   + drift_se ** 2)
-    path = max(0.0, float(rtt.get("median_ms") or 0.0))
+        busy = min(ref_seen / local, 10.0)
+        handover, per_call = handover * busy, per_call * busy
+    path = handover / size + per_call  # the worker's path per call, beyond the judge's
+    expected = ref_seen + path + drift / size
+    se = math.sqrt(se_median(ref_excess) ** 2
+                   + (float(rtt.get("handover_se_ms", rtt.get("se_ms")) or 0.0) / size) ** 2
+                   + float(rtt.get("per_call_se_ms") or 0.0) ** 2 + (drift_se / size) ** 2)
     rel, path_share = ((REL_TOLERANCE, PATH_TOLERANCE) if on_gpu
                        else (CPU_REL_TOLERANCE, CPU_PATH_TOLERANCE))
     tolerance = ABS_TOLERANCE_MS + STANDARD_ERRORS * se + rel * cand_median + path_share * path
@@ -353,19 +471,34 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
     skipped = cand.flushes * one_flush_ms
     short = skipped > 0 and seen < expected - 0.5 * skipped - tolerance
     judge_median = statistics.median(cand.judge) if cand.judge else None
+    # The judge's own figure per call: per block, its interval per call less the path and the
+    # flushes; the median over blocks.
+    own = [b - expected - skipped for b in (cand.blocks or cand.judge)]
+    judge_ms = max(0.0, statistics.median(own)) if own else 0.0
+    resolution = RESOLUTION_ERRORS * se + RESOLUTION_PATH_SHARE * per_call + RESOLUTION_FLOOR_MS
+    lower = max(judge_ms - resolution, 0.5 * judge_ms, RESOLUTION_FLOOR_MS)
+    upper = max(judge_ms + resolution, lower)
+    ranked = min(max(cand_median, lower), upper) if cand_median > 0 else max(judge_ms, lower)
     report = {
         "judge_median_ms": judge_median,
         "reported_median_ms": cand_median,
+        "judge_ms": judge_ms,
+        "ranked_median_ms": ranked,
+        "resolution_ms": resolution,
+        "resolved": judge_ms >= 2 * resolution,
+        "block": size,
         "unexplained_ms": seen,
         "expected_ms": expected,
         "tolerance_ms": tolerance,
         "reference_unexplained_ms": ref_seen,
         "round_trip_ms": rtt.get("median_ms"),
+        "handover_ms": handover,
+        "per_call_ms": per_call,
         "load_drift_ms": drift,
         "flush_ms": one_flush_ms,
         "flushes": cand.flushes,
-        # The judge vouches for no less than its interval minus the path's cost.
-        "vouched_median_ms": max(cand_median, (judge_median or 0.0) - max(expected, 0.0)),
+        # The judge vouches for no less than its own figure less its resolution.
+        "vouched_median_ms": max(cand_median, lower),
     }
     report["confirmed"] = math.isfinite(tolerance) and seen <= expected + tolerance and not short
     if short:

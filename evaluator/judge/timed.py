@@ -8,6 +8,7 @@ the result and the reference's timer.
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from typing import Any
 from evaluator.judge.trials import derive_check_seed
 from evaluator.judge.workers import Verdict
 
-_TIMING_FACTS = ("n", "stopped", "rel_err", "input_sets", "flushes")
+_TIMING_FACTS = ("n", "stopped", "rel_err", "input_sets", "flushes", "block")
 
 
 # Times both sides are timed when the judge's clock does not confirm the worker's report (a
@@ -32,6 +33,18 @@ TIMING_ATTEMPTS = 3
 # after the candidate's last call: this share of the window, plus the slack.
 IDLE_WORKER_CPU_SHARE = 0.2
 IDLE_WORKER_CPU_SLACK_S = 0.005
+
+
+def ranked_samples(samples: list[float], ranked_ms: float) -> list[float]:
+    """The worker's samples scaled so that their median is the ranked one (the judge's figure
+    where the worker's is outside its resolution), or that figure alone where there are none."""
+    reported = statistics.median(samples) if samples else 0.0
+    if reported <= 0:
+        return [ranked_ms]
+    if math.isclose(reported, ranked_ms, rel_tol=1e-12):
+        return list(samples)
+    scale = ranked_ms / reported
+    return [s * scale for s in samples]
 
 
 def _summary(stats: dict | None) -> dict | None:
@@ -99,8 +112,19 @@ class TimedPhases:
 
     def _timed_call_header(self) -> dict[str, Any]:
         cfg = self.job["timing"]
-        return {"cmd": "call", "flush_l2": bool(cfg.get("flush_l2", True)),
+        return {"cmd": "block", "flush_l2": bool(cfg.get("flush_l2", True)),
                 "cpu_threads": cfg.get("cpu_threads", 1)}
+
+    def _block_bytes(self) -> int:
+        """What a timed block's inputs and outputs may hold together (clock.block_size)."""
+        from evaluator.judge.clock import BLOCK_BYTES, BLOCK_DEVICE_SHARE
+
+        if self.device == "cpu":
+            return BLOCK_BYTES
+        import torch
+
+        total = torch.cuda.get_device_properties(torch.device(self.device)).total_memory
+        return int(BLOCK_DEVICE_SHARE * total)
 
     def _calibrate(self, reference: Any, seeds: dict) -> None:
         """What the path through the worker costs the judge's clock beyond the same call made
@@ -123,16 +147,16 @@ class TimedPhases:
 
         header = self._timed_call_header()
 
-        def worker_call(values: list, flushes: int) -> tuple[dict, Any]:
-            reply, out = self.worker.request({**header, "flushes": flushes}, values,
-                                             deadline=self.deadline, phase="start")
-            if not reply.get("ok"):
+        def worker_call(blocks: list, flushes: int) -> tuple[list[dict], Any]:
+            reply, outs = self.worker.request({**header, "flushes": flushes}, blocks,
+                                              deadline=self.deadline, phase="start")
+            if not reply.get("ok") or not isinstance(reply.get("calls"), list):
                 raise Verdict("harness_error", "the worker failed the judge's calibration "
                               f"call: {str(reply.get('error') or '')[:300]}")
-            return reply, out
+            return reply["calls"], outs
 
-        def local_call(values: list, flushes: int) -> tuple[dict, Any]:
-            return self.local_path.call(calibration_call, values, flushes)
+        def local_call(blocks: list, flushes: int) -> tuple[list[dict], Any]:
+            return self.local_path.call(calibration_call, blocks, flushes)
 
         # A first message without tensors: it carries the channel's CUDA IPC probe, whose answer
         # is in before any tensor travels (a message sent while the probe is out goes through
@@ -142,7 +166,8 @@ class TimedPhases:
         with self._timing_threads():
             self.round_trip = round_trip(
                 worker_call, local_call, draw, summarize=lambda out: summarize_output(
-                    out, sample_seed), sync=self.ref_timer.sync, echo=self.echo)
+                    out, sample_seed), sync=self.ref_timer.sync, echo=self.echo,
+                cap_bytes=self._block_bytes())
         self.checks["round_trip"] = self.round_trip
 
     def _time_candidate_and_reference(self, reference: Any, ref_model: Any,
@@ -200,20 +225,32 @@ class TimedPhases:
         one_flush = flush_ms(ref_timer.flush, self.device) if ref_timer.flush is not None else 0.0
         header = self._timed_call_header()
 
-        def cand_call(inputs: list, flushes: int) -> tuple[dict, Any]:
-            reply, out = self.worker.request({**header, "flushes": flushes}, inputs,
-                                             deadline=self.deadline, phase="timing")
+        def cand_call(blocks: list, flushes: int) -> tuple[list[dict], Any]:
+            reply, outs = self.worker.request({**header, "flushes": flushes}, blocks,
+                                              deadline=self.deadline, phase="timing")
             if not reply.get("ok"):
                 raise self._failure(reply)
-            return reply, out
+            calls = reply.get("calls")
+            if not isinstance(calls, list) or not isinstance(outs, (list, tuple)) or (
+                    len(calls) != len(blocks) or len(outs) != len(blocks)):
+                self.flag("timing_tampered", {"block": len(blocks)})
+                raise Verdict("rejected", f"the worker answered a block of {len(blocks)} "
+                                          "timed calls with another number of replies")
+            return calls, outs
 
-        def ref_call(inputs: list, flushes: int) -> tuple[dict, Any]:
-            return self.local_path.call(ref_model, inputs, flushes)
+        def ref_call(blocks: list, flushes: int) -> tuple[list[dict], Any]:
+            return self.local_path.call(ref_model, blocks, flushes)
+
+        rtt = self.round_trip
+        # The channel's cost per hand-over, as the judge's clock sees it (the block's size is
+        # chosen from it and the warm-up's calls).
+        handover = float(rtt.get("handover_ms", rtt.get("median_ms")) or 0.0)
 
         def loop(offset: int) -> TimingLoop:
             return TimingLoop(lambda j, k: draw(j + offset, k), n_sets, summarize,
                               sync=ref_timer.sync, one_flush_ms=one_flush, on_gpu=on_gpu,
-                              echo=self.echo, **dict(self.job["timing"]))
+                              echo=self.echo, handover_ms=max(0.0, handover),
+                              cap_bytes=self._block_bytes(), **dict(self.job["timing"]))
 
         attempts: list[dict] = []
         records: list[dict] = []
@@ -229,7 +266,8 @@ class TimedPhases:
                     watch.open()
                     cand = cand_loop.run(cand_call)
                     cpu_before, t_ref = self._worker_cpu_s(), time.perf_counter()
-                    ref = ref_loop.run(ref_call)
+                    # The same method for the reference: its calls in blocks of the same size.
+                    ref = ref_loop.run(ref_call, block=cand.block)
                     beside["wall_s"] += time.perf_counter() - t_ref
                     beside["cpu_s"] += self._worker_cpu_s() - cpu_before
                     seen = watch.close()
@@ -271,6 +309,10 @@ class TimedPhases:
         cand, ref, report = last["cand"], last["ref"], last["report"]
         cand_stats = {**cand.stats(), "input_sets": n_sets}
         ref_stats = {**ref.stats(), "input_sets": n_sets}
+        # What ranks is the judge's figure (clock.vouch): the worker's samples, held within the
+        # judge's resolution of its own measurement (scaled to the ranked median, so that their
+        # spread still gives the interval).
+        cand_stats["samples_ms"] = ranked_samples(cand.samples, report["ranked_median_ms"])
         self.result["candidate"] = _summary(cand_stats)
         self.result["reference"] = _summary(ref_stats)
         if self.result["candidate"] and self.result["reference"]:
@@ -286,7 +328,8 @@ class TimedPhases:
             "candidate": {k: cand_stats[k] for k in _TIMING_FACTS},
             "reference": {k: ref_stats[k] for k in _TIMING_FACTS},
             "judge_clock": report,
-            "cross_check": self._stream_check(cand_stats, ref_stats),
+            "cross_check": self._stream_check({**cand_stats, "samples_ms": cand.samples},
+                                              ref_stats),
             # Other evaluations' candidate processes stopped for the window (gate.py).
             "neighbours_stopped": self.gate.frozen[-1] if self.gate.frozen else None,
             # The driver's view of the window: clocks, power, other processes (provenance.py).

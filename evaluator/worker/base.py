@@ -100,6 +100,8 @@ class Worker:
             return {"ok": True}, None
         if cmd == "call":
             return self.call(header, value)
+        if cmd == "block":
+            return self.block(header, value)
         return {"ok": False, "verdict": "harness_error", "error": f"unknown command {cmd!r}"}, None
 
     def _failure(self, exc: BaseException, default_verdict: str, phase: str) -> dict:
@@ -231,6 +233,24 @@ class Worker:
             value = outputs
         return {"ok": True, "flags": flags, "pid": outer_pid(), **jit}, value
 
+    def block(self, header: dict, blocks: Any) -> tuple[dict, Any]:
+        """A block of timed calls, one per set of inputs that came with it, one after the other
+        (each through `handle`, so a subclass's probes see every call); the judge's clock runs
+        around the whole block (judge/clock.py)."""
+        if not isinstance(blocks, list) or not blocks or not all(
+                isinstance(b, list) for b in blocks):
+            return {"ok": False, "verdict": "harness_error",
+                    "error": "a block of calls needs a list of input lists"}, None
+        calls: list[dict] = []
+        outputs: list[Any] = []
+        for inputs in blocks:
+            reply, out = self.handle({**header, "cmd": "call"}, inputs)
+            if not reply.get("ok"):
+                return reply, None
+            calls.append(reply)
+            outputs.append(out)
+        return {"ok": True, "calls": calls}, outputs
+
     def call(self, header: dict, inputs: Any) -> tuple[dict, Any]:
         """One timed call on the inputs that came with it (timing.CallTimer). Before the load,
         the judge calibrates the path with a harmless call of its own (judge_clock)."""
@@ -257,7 +277,11 @@ class Worker:
             if self.model is None and torch.get_num_threads() != before:
                 torch.set_num_threads(before)
         value = tuple(out) if isinstance(out, list) else out
-        return {"ok": True, **facts}, value
+        # Evidence only (the channel sends plain tensors rebuilt from bytes, read inside the
+        # judge's interval, whatever this says): an output that is not a plain tensor.
+        leaves = value if isinstance(value, tuple) else (value,)
+        exact = all(type(t) is torch.Tensor for t in leaves if isinstance(t, torch.Tensor))
+        return {"ok": True, **facts, "exact_types": exact}, value
 
 
 def _jit_cache_files() -> set[str]:
