@@ -1,7 +1,10 @@
 """Entering a competition, its standings, and freezing them at the end.
 
 Scoring: rank points. On each problem the entrants with a result on the board (the scoring rule:
-correct, unflagged, timed, and re-verified where it set a record) are ordered by median time,
+correct, unflagged, timed, and re-verified where it set a record) in a precision the competition
+names, or the problem's own where it names none (scoring.counts_in_standings: a bf16 kernel does
+not outscore fp32 ones on an fp32 problem unless the competition says so), are ordered by median
+time,
 ties to the earlier submission; the fastest of n gets n points, the next n-1, down to 1. A
 person's score is the sum over the problems; ties go to whoever reached it first (the latest
 submission time among the results counted). Whoever entered and has no point yet is listed
@@ -131,9 +134,11 @@ def compute_standings(competition: Competition) -> list[dict]:
     # Each person's best result on the board per problem.
     best: dict[tuple[int, int], tuple[dict, Entry]] = {}
     for result in results:
-        if not scoring.on_board(result):
-            continue
         entry = by_submission[result["submission_id"]]
+        if not scoring.counts_in_standings(
+            result, problem_precision=entry.problem.precision, precisions=competition.precisions
+        ):
+            continue
         key = (entry.user_id, entry.problem_id)
         order = scoring.board_order(
             scoring.ranking_ms(result), entry.submitted_at, result["submission_id"]

@@ -1,9 +1,10 @@
 """Which result counts, ranks, compiled, how fast it is and whose it is: the one definition.
 
 Every page, table, API and export decides through these functions and nothing else: the boards
-(leaderboard/services.py), the tables of models and runs (leaderboard/selectors.py), a run's own
-page (submissions/runs/selectors.py), re-verification (submissions/models.py) and the KernelBench
-export.
+(leaderboard/services.py; which board a result ranks on, one a precision: board_precision), the
+tables of models and runs (leaderboard/selectors.py), a run's own page
+(submissions/runs/selectors.py), re-verification (submissions/models.py), a competition's
+standings and the KernelBench export.
 
 Plain Python over plain values, no Django: a result is a mapping with the keys of ROW_FIELDS (an
 `Evaluation.objects.values(*ROW_FIELDS)` row, or `Evaluation.scoring_row()`). Which evaluation of
@@ -226,6 +227,50 @@ def board_speedup(board_reference: float | None, ranking_time_ms: float | None) 
 def row_order(row: Row) -> tuple:
     """board_order of a result, by the time it ranks with (ranking_ms)."""
     return board_order(ranking_ms(row), row["finished_at"], row["id"])
+
+
+# ---- boards: one a (problem, hardware, precision) ---------------------------------------------
+
+
+def board_precision(row: Row) -> str:
+    """The precision of the board a result ranks on: the one it was judged in (its submission's:
+    inputs, reference and tolerance all in that precision), whatever the problem's own. A board
+    is one (problem, hardware, precision), so a bf16 kernel for an fp32 problem (checked to 1e-2
+    against a bf16 reference, on inputs half the size) ranks beside bf16 kernels only, never
+    against the fp32 ones that met a tolerance a hundred times tighter; its records are that
+    board's too (a new record is re-verified against the board it ranks on)."""
+    return row["submission__precision"]
+
+
+def board_key(row: Row) -> tuple[int, int, str]:
+    """The board a result belongs to: (problem, hardware, precision) ids and name."""
+    return (row["submission__problem_id"], row["hardware_id"], board_precision(row))
+
+
+def is_main_board(precision: str, problem_precision: str) -> bool:
+    """A problem's own precision is its main board: the one its page, the tables (fast_p, the
+    people's and the models' rows), whether a problem is solved, and a competition that names
+    no precision read. Boards of other precisions rank on their own, labelled (board_label).
+    (leaderboard.models.BoardQuerySet.main_boards is this rule in SQL.)"""
+    return precision == problem_precision
+
+
+def board_label(precision: str, problem_precision: str) -> str:
+    """How a board is named beside the others of its problem and hardware: "main board (fp32)",
+    "bf16 board"."""
+    if is_main_board(precision, problem_precision):
+        return f"main board ({precision})"
+    return f"{precision} board"
+
+
+def counts_in_standings(
+    row: Row, *, problem_precision: str, precisions: Iterable[str] = ()
+) -> bool:
+    """Whether a competition's standings count a result: on the board (on_board), and of a
+    precision the competition names, or, where it names none, of the problem's own (its main
+    board): a competition compares like with like unless it says otherwise."""
+    allowed = set(precisions) or {problem_precision}
+    return on_board(row) and board_precision(row) in allowed
 
 
 def participant_key(*, user_id: int | None, model_id: int | None) -> str:

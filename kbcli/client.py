@@ -139,8 +139,10 @@ class Client:
                 return problem
         raise ApiError(404, {"detail": f"There is no problem {slug!r}.", "code": "not_found"})
 
-    def board(self, level: int, number: int, hardware: str) -> dict:
-        return self.get(f"{API}/leaderboard/boards/{level}/{number}/{hardware}/")
+    def board(self, level: int, number: int, hardware: str, precision: str | None = None) -> dict:
+        """A board: the problem's own precision's (its main board), or another precision's."""
+        return self.get(f"{API}/leaderboard/boards/{level}/{number}/{hardware}/",
+                        precision=precision)
 
     def competitions(self) -> list[dict]:
         return self.get(f"{API}/competitions/")["results"]

@@ -407,11 +407,16 @@ def cmd_leaderboard(args) -> int:
     hardware = default_hardware(client, args.hardware) if numbers is not None else None
     if hardware is None:
         return EXIT_USAGE
-    board = client.board(*numbers, hardware)
+    board = client.board(*numbers, hardware, precision=args.precision)
     rows = [[r["rank"], r["participant"], fmt_ms(r["candidate_ms"]), fmt_x(r["speedup"]),
              fmt_x(r["speedup_eager"]), fmt_x(r["speedup_compile"]), r["backend"],
              r["precision"], str(r["date"])[:10]] for r in board["rows"]]
-    title = f"{board['problem']['slug']} on {board['hardware']}"
+    # A board is one problem, hardware and precision: which one this is, and the others.
+    title = f"{board['problem']['slug']} on {board['hardware']}, {board['board']}"
+    others = [f"{b['board']} ({b['ranked']} ranked)" for b in board.get("boards", [])
+              if b["precision"] != board["precision"]]
+    if others:
+        title += "; also " + ", ".join(others) + " (--precision)"
     text = title + "\n" + (
         table(rows, ["rank", "participant", "median", "speedup", "vs eager", "vs compile",
                      "backend", "precision", "date"]) if rows else "No correct kernels yet."
@@ -579,6 +584,8 @@ def build_parser() -> argparse.ArgumentParser:
     board = command("leaderboard", cmd_leaderboard, "show a problem's leaderboard")
     name_problem(board)
     board.add_argument("--hardware", help="a hardware slug (the site's only one by default)")
+    board.add_argument("--precision", help="fp32, fp16 or bf16: the board of the kernels "
+                       "judged in it (the problem's own by default: its main board)")
 
     command("competitions", cmd_competitions, "list competitions")
     standings = command("standings", cmd_standings, "show a competition's rules and standings")

@@ -39,8 +39,26 @@ class BaselineQuerySerializer(serializers.Serializer):
     baseline = serializers.ChoiceField(choices=selectors.BASELINES, default="eager")
 
 
+def precision_field(help_text: str) -> serializers.ChoiceField:
+    return serializers.ChoiceField(
+        choices=Problem.Precision.values, required=False, help_text=help_text
+    )
+
+
+class BoardQuerySerializer(serializers.Serializer):
+    precision = precision_field(
+        "The board's precision: a board is one (problem, hardware, precision). Left out, the "
+        "problem's own (its main board); another one's board ranks the kernels judged in that "
+        "precision (its inputs, reference and tolerance), apart from the main board."
+    )
+
+
 class RecordsQuerySerializer(serializers.Serializer):
     hardware = HardwareSlugField(required=False)
+    precision = precision_field(
+        "The records of the boards of this precision; left out, of each problem's main board "
+        "(its own precision)."
+    )
     limit = serializers.IntegerField(min_value=1, max_value=200, default=20)
 
 
@@ -68,6 +86,26 @@ class ProblemRefSerializer(serializers.Serializer):
     level = serializers.IntegerField()
     number = serializers.IntegerField()
     status = serializers.CharField()
+    precision = serializers.CharField(help_text="The problem's own precision: its main board's.")
+
+
+class BoardFieldsSerializer(serializers.Serializer):
+    """What a row says of the board it is on (selectors.board_fields)."""
+
+    precision = serializers.CharField(
+        help_text="The board's precision: the one its kernels were judged in."
+    )
+    main_board = serializers.BooleanField(
+        help_text="Whether the board is the problem's main board (its own precision); only "
+        "main boards count in the tables (fast_p, people, models)."
+    )
+    board = serializers.CharField(
+        help_text="The board's label, e.g. 'main board (fp32)' or 'bf16 board'."
+    )
+
+
+class BoardChoiceSerializer(BoardFieldsSerializer):
+    ranked = serializers.IntegerField()
 
 
 class BoardRowSerializer(serializers.Serializer):
@@ -101,7 +139,7 @@ class BoardRowSerializer(serializers.Serializer):
     speedup_eager = serializers.FloatField(allow_null=True)
     speedup_compile = serializers.FloatField(allow_null=True)
     backend = serializers.CharField()
-    precision = serializers.CharField()
+    precision = serializers.CharField(help_text="The board's: every row of a board has it.")
     date = serializers.DateTimeField()
 
 
@@ -114,7 +152,7 @@ class FlaggedRowSerializer(serializers.Serializer):
     date = serializers.DateTimeField()
 
 
-class RecordRowSerializer(serializers.Serializer):
+class RecordRowSerializer(BoardFieldsSerializer):
     problem = serializers.CharField()
     level = serializers.IntegerField()
     number = serializers.IntegerField()
@@ -128,9 +166,14 @@ class RecordRowSerializer(serializers.Serializer):
     date = serializers.DateTimeField()
 
 
-class BoardSerializer(serializers.Serializer):
+class BoardSerializer(BoardFieldsSerializer):
     problem = ProblemRefSerializer()
     hardware = serializers.CharField()
+    boards = BoardChoiceSerializer(
+        many=True,
+        help_text="The problem's boards on this hardware: the main one first, then those of "
+        "other precisions someone has entered (ask for one with ?precision=).",
+    )
     rows = BoardRowSerializer(many=True)
     flagged = FlaggedRowSerializer(many=True)
     records = RecordRowSerializer(many=True)
@@ -182,7 +225,7 @@ class RunRowSerializer(SummaryFieldsSerializer):
     pass_at_k = serializers.DictField(child=serializers.FloatField(allow_null=True))
 
 
-class EntryRowSerializer(serializers.Serializer):
+class EntryRowSerializer(BoardFieldsSerializer):
     problem = serializers.CharField()
     level = serializers.IntegerField()
     number = serializers.IntegerField()
@@ -242,19 +285,25 @@ class KernelBenchEntrySerializer(serializers.Serializer):
 class BoardApi(ApiMixin, APIView):
     @extend_schema(
         operation_id="leaderboard_board",
-        responses={200: BoardSerializer, 404: ApiErrorSerializer},
+        parameters=[BoardQuerySerializer],
+        responses={200: BoardSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer},
     )
     def get(self, request, level: int, number: int, hardware: str) -> Response:
+        precision = _query(BoardQuerySerializer, request).get("precision")
         problem = get_object_or_404(
             Problem.objects.visible_to(request.user), level=level, number=number
         )
         hw = get_object_or_404(Hardware, slug=hardware)
+        board = {"problem": problem, "hardware": hw,
+                 "precision": selectors.board_precision(problem, precision)}
         data = {
             "problem": problem,
             "hardware": hw.slug,
-            "rows": selectors.board_rows(problem=problem, hardware=hw),
-            "flagged": selectors.flagged_rows(problem=problem, hardware=hw),
-            "records": selectors.record_rows(problem=problem, hardware=hw),
+            **selectors.board_fields(board["precision"], problem.precision),
+            "boards": selectors.problem_boards(problem=problem, hardware=hw),
+            "rows": selectors.board_rows(**board),
+            "flagged": selectors.flagged_rows(**board),
+            "records": selectors.record_rows(**board),
         }
         return Response(BoardSerializer(data).data)
 
@@ -358,5 +407,7 @@ class RecordsApi(ApiMixin, APIView):
     )
     def get(self, request) -> Response:
         query = _query(RecordsQuerySerializer, request)
-        rows = selectors.recent_records(limit=query["limit"], hardware=query.get("hardware"))
+        rows = selectors.recent_records(
+            limit=query["limit"], hardware=query.get("hardware"), precision=query.get("precision")
+        )
         return Response(RecordsSerializer({"rows": rows}).data)

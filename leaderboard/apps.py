@@ -3,9 +3,10 @@ from django.db.models.signals import post_save
 
 
 def _problem_saved(sender, instance, update_fields=None, **kwargs) -> None:
-    # Whether a problem counts in the tables is its status (published or not). A save that
-    # names its fields and not the status (an import's new description) changes nothing here.
-    if update_fields is not None and "status" not in update_fields:
+    # Whether a problem counts in the tables is its status (published or not), and which of
+    # its boards counts is its precision (the main board's). A save that names its fields and
+    # neither of these (an import's new description) changes nothing here.
+    if update_fields is not None and not {"status", "precision"} & set(update_fields):
         return
     from leaderboard.services import summaries_refresh_for_problem
 

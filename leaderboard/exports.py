@@ -1,4 +1,6 @@
-"""CSV and JSON downloads of any leaderboard table (?format=csv|json&table=<name>)."""
+"""CSV and JSON downloads of any leaderboard table (?format=csv|json&table=<name>). Every table
+whose rows name a board has its precision and label (a board is one problem, hardware and
+precision: selectors.board_fields); a board's own download is of that one board."""
 
 import csv
 import io
@@ -116,6 +118,8 @@ COLUMNS = {
     "records": [
         "problem",
         "hardware",
+        "precision",
+        "board",
         "participant",
         "participant_key",
         "submission_id",
@@ -174,6 +178,8 @@ COLUMNS = {
     "entries": [
         "problem",
         "hardware",
+        "precision",
+        "board",
         "participant",
         "rank",
         "candidate_ms",
@@ -189,5 +195,8 @@ COLUMNS = {
         "date",
     ],
     "busiest": ["problem", "level", "number", "submissions", "participants", "ranked"],
-    "boards": ["problem", "level", "number", "hardware", "retired", "participants", "ranked"],
+    "boards": [
+        "problem", "level", "number", "hardware", "precision", "board", "retired",
+        "participants", "ranked",
+    ],
 }

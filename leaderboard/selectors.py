@@ -2,8 +2,10 @@
 problems, exports, and the rows live updates carry.
 
 All of them read BestEntry/Record (kept up to date as results land by leaderboard.services)
-except the per-run ones, which read only that run's own submissions. Reads live here and writes
-in services.py: services import this module, never the reverse.
+except the per-run ones, which read only that run's own submissions. A board is one (problem,
+hardware, precision): each read of a board takes its precision, the problem's own (its main
+board) when none is given, and every row that names a board says which (board_fields). Reads
+live here and writes in services.py: services import this module, never the reverse.
 """
 
 import difflib
@@ -16,6 +18,7 @@ from django.template.loader import render_to_string
 from evaluation import metrics, scoring, stats
 from evaluation.models import Hardware
 from evaluator import verdicts
+from kbsite.live import board_group
 from leaderboard.models import BestEntry, BoardSummary, ParticipantSummary, Record
 from problems.models import Problem
 from submissions.models import Evaluation, Submission
@@ -183,7 +186,7 @@ def model_speedups(
     *, hardware: Hardware, level: int, model_id: int | None = None, baseline: str = "eager"
 ) -> list[float]:
     """Speedups of the correct best entries of models (for the histogram)."""
-    entries = BestEntry.objects.filter(
+    entries = BestEntry.objects.main_boards().filter(
         model_id__in=_models(),
         evaluation__isnull=False,
         hardware=hardware,
@@ -198,36 +201,101 @@ def model_speedups(
 # ---- boards ------------------------------------------------------------------------------------
 
 
-def board_best_ms(problem_id: int, hardware_id: int) -> float | None:
+def board_key_suffix(precision: str, problem_precision: str) -> str:
+    """What names of a board (row keys, its live group) add after its hardware's slug: nothing
+    for the main board, whose names stay those of before boards had a precision, ".<precision>"
+    for another (a period, which no slug has, so no two boards share a name)."""
+    return "" if scoring.is_main_board(precision, problem_precision) else f".{precision}"
+
+
+def board_live_group(
+    problem_id: int, hardware_slug: str, precision: str, *, problem_precision: str
+) -> str:
+    """The channel group of one board's open pages: one a (problem, hardware, precision)."""
+    return board_group(problem_id, hardware_slug) + board_key_suffix(precision, problem_precision)
+
+
+def board_precision(problem, precision: str | None = None) -> str:
+    """The precision of the board asked for: the one named, else the problem's own (its main
+    board)."""
+    return precision or problem.precision
+
+
+def board_fields(precision: str, problem_precision: str) -> dict:
+    """What a row says of its board: its precision, whether it is the problem's main board,
+    and its label beside the others ("main board (fp32)", "bf16 board")."""
+    return {
+        "precision": precision,
+        "main_board": scoring.is_main_board(precision, problem_precision),
+        "board": scoring.board_label(precision, problem_precision),
+    }
+
+
+def evaluation_row(evaluation: Evaluation) -> dict:
+    """The scoring row of one evaluation (scoring.ROW_FIELDS) from the instance and its
+    submission, without a query beyond the submission's."""
+    submission = evaluation.submission
+    row = {field: getattr(evaluation, field) for field in scoring.ROW_FIELDS
+           if not field.startswith("submission__")}
+    row.update({
+        f"submission__{field}": getattr(submission, field)
+        for field in (f.removeprefix("submission__") for f in scoring.ROW_FIELDS
+                      if f.startswith("submission__"))
+    })
+    return row
+
+
+def board_best_ms(problem_id: int, hardware_id: int, precision: str) -> float | None:
     return BestEntry.objects.filter(
-        problem_id=problem_id, hardware_id=hardware_id, evaluation__isnull=False
+        problem_id=problem_id, hardware_id=hardware_id, precision=precision,
+        evaluation__isnull=False,
     ).aggregate(best=Min("candidate_median_ms"))["best"]
 
 
 def would_set_record(evaluation: Evaluation) -> bool:
-    """Whether this evaluation would beat the best ranked time on its board (or be the first)."""
+    """Whether this evaluation would beat the best ranked time on its board (or be the first):
+    the board of its precision (scoring.board_key), not its problem's main board alone."""
     if not evaluation.ranks:
         return False
-    best = board_best_ms(evaluation.submission.problem_id, evaluation.hardware_id)
-    row = {f: getattr(evaluation, f) for f in (
-        "flags", "candidate_median_ms", "reference_median_ms", "speedup", "speedup_eager",
-        "speedup_compile")}
+    row = evaluation_row(evaluation)
+    problem_id, hardware_id, precision = scoring.board_key(row)
+    best = board_best_ms(problem_id, hardware_id, precision)
     return best is None or scoring.ranking_ms(row) < best
 
 
-def board_reference(*, problem_id: int, hardware_id: int) -> float | None:
-    """The reference time a board's speedups are against (scoring.board_reference_ms)."""
+def board_reference(
+    *, problem_id: int, hardware_id: int, precision: str | None = None
+) -> float | None:
+    """The reference time a board's speedups are against (scoring.board_reference_ms); its
+    problem's main board unless a precision is named."""
+    if precision is None:
+        precision = Problem.objects.values_list("precision", flat=True).get(pk=problem_id)
     return scoring.board_reference_ms(
         BestEntry.objects.filter(
-            problem_id=problem_id, hardware_id=hardware_id, rank__isnull=False
+            problem_id=problem_id, hardware_id=hardware_id, precision=precision,
+            rank__isnull=False,
         ).values_list("reference_median_ms", flat=True)
     )
 
 
-def board_entries(*, problem, hardware):
-    return BestEntry.objects.filter(problem=problem, hardware=hardware).select_related(
-        "user", "model"
+def board_entries(*, problem, hardware, precision: str | None = None):
+    return BestEntry.objects.filter(
+        problem=problem, hardware=hardware, precision=board_precision(problem, precision)
+    ).select_related("user", "model")
+
+
+def problem_boards(*, problem, hardware) -> list[dict]:
+    """The boards of a problem on a hardware, the main one first (listed even while empty),
+    then the other precisions someone has entered, each with board_fields and its counts."""
+    counts = dict(
+        BoardSummary.objects.filter(problem=problem, hardware=hardware).values_list(
+            "precision", "ranked"
+        )
     )
+    precisions = [problem.precision] + sorted(p for p in counts if p != problem.precision)
+    return [
+        {**board_fields(p, problem.precision), "ranked": counts.get(p, 0)} for p in precisions
+    ]
 
 
 def entry_participant_label(entry: BestEntry) -> str:
@@ -275,19 +343,23 @@ def flagged_row(entry: BestEntry) -> dict:
     }
 
 
-def board_rows(*, problem, hardware) -> list[dict]:
-    """The ranking: best correct, unflagged evaluation per participant, fastest first, with the
-    noise shown (with_noise)."""
-    entries = board_entries(problem=problem, hardware=hardware).filter(rank__isnull=False)
+def board_rows(*, problem, hardware, precision: str | None = None) -> list[dict]:
+    """The ranking of a board (its problem's main board unless a precision is named): best
+    correct, unflagged evaluation per participant, fastest first, with the noise shown
+    (with_noise)."""
+    entries = board_entries(problem=problem, hardware=hardware, precision=precision).filter(
+        rank__isnull=False
+    )
     return with_noise([board_row(e) for e in entries.order_by("rank")])
 
 
 # What the problems list shows of the boards (through leaderboard_tags: problems imports no
 # leaderboard module).
 def problem_solvers(*, problem_ids) -> dict[int, int]:
-    """Per problem: how many people (not models) have a kernel ranked on one of its boards."""
+    """Per problem: how many people (not models) have a kernel ranked on one of its main
+    boards (in its own precision)."""
     rows = (
-        BestEntry.objects.filter(
+        BestEntry.objects.main_boards().filter(
             problem_id__in=problem_ids, rank__isnull=False, user_id__isnull=False
         )
         .values("problem_id")
@@ -297,8 +369,9 @@ def problem_solvers(*, problem_ids) -> dict[int, int]:
 
 
 def problem_status_for(*, user, problem_ids) -> dict[int, str]:
-    """Per problem, this user's status: "solved" (a kernel ranked on one of its boards),
-    "tried" (a submission, none ranked); problems not tried are left out."""
+    """Per problem, this user's status: "solved" (a kernel ranked on one of its main boards,
+    in its own precision), "tried" (a submission, none ranked there); problems not tried are
+    left out."""
     if user is None or not user.is_authenticated:
         return {}
     tried = (
@@ -306,7 +379,7 @@ def problem_status_for(*, user, problem_ids) -> dict[int, str]:
         .values_list("problem_id", flat=True)
         .distinct()
     )
-    solved = BestEntry.objects.filter(
+    solved = BestEntry.objects.main_boards().filter(
         problem_id__in=problem_ids, rank__isnull=False, user=user
     ).values_list("problem_id", flat=True)
     return {**dict.fromkeys(tried, "tried"), **dict.fromkeys(solved, "solved")}
@@ -340,30 +413,31 @@ def with_noise(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def flagged_rows(*, problem, hardware) -> list[dict]:
+def flagged_rows(*, problem, hardware, precision: str | None = None) -> list[dict]:
     entries = (
-        board_entries(problem=problem, hardware=hardware)
+        board_entries(problem=problem, hardware=hardware, precision=precision)
         .filter(flagged_evaluation__isnull=False)
         .order_by("flagged_ms", "flagged_at")
     )
     return [flagged_row(e) for e in entries]
 
 
-def flagged_order(*, problem, hardware) -> list[str]:
+def flagged_order(*, problem, hardware, precision: str | None = None) -> list[str]:
     """The participants of a board's flagged rows, in the order the page lists them."""
     return list(
         BestEntry.objects.filter(
-            problem=problem, hardware=hardware, flagged_evaluation__isnull=False
+            problem=problem, hardware=hardware, precision=board_precision(problem, precision),
+            flagged_evaluation__isnull=False,
         )
         .order_by("flagged_ms", "flagged_at")
         .values_list("participant", flat=True)
     )
 
 
-def record_rows(*, problem, hardware) -> list[dict]:
-    records = Record.objects.filter(problem=problem, hardware=hardware).select_related(
-        "user", "model", "problem", "hardware"
-    )
+def record_rows(*, problem, hardware, precision: str | None = None) -> list[dict]:
+    records = Record.objects.filter(
+        problem=problem, hardware=hardware, precision=board_precision(problem, precision)
+    ).select_related("user", "model", "problem", "hardware")
     return [record_row(r) for r in records.order_by("achieved_at", "id")]
 
 
@@ -374,6 +448,7 @@ def record_row(record: Record) -> dict:
         "level": record.problem.level,
         "number": record.problem.number,
         "hardware": record.hardware.slug,
+        **board_fields(record.precision, record.problem.precision),
         **participant_fields(record),
         "submission_id": record.submission_id,
         "candidate_ms": record.candidate_median_ms,
@@ -412,14 +487,17 @@ def _render_row(row: dict, template: str) -> dict:
     return {**row, "html": render_to_string(template, {"r": row}).strip()}
 
 
-def board_snapshot(*, problem, hardware) -> dict:
+def board_snapshot(*, problem, hardware, precision: str | None = None) -> dict:
     """Everything an open board page needs."""
+    board = {"problem": problem, "hardware": hardware,
+             "precision": board_precision(problem, precision)}
     return {
         "type": "board",
         "problem": problem.pk,
         "hardware": hardware.slug,
-        "rows": board_rows(problem=problem, hardware=hardware),
-        "flagged": flagged_rows(problem=problem, hardware=hardware),
+        "precision": board["precision"],
+        "rows": board_rows(**board),
+        "flagged": flagged_rows(**board),
     }
 
 
@@ -560,14 +638,16 @@ def run_eval_results(run, *, level: int | None = None, viewer=None) -> dict:
 
 def entry_row(entry: BestEntry) -> dict:
     """A participant's standing on one board, for the user and model pages."""
+    board = f"{entry.hardware.slug}{board_key_suffix(entry.precision, entry.problem.precision)}"
     return {
-        "key": f"entry-{entry.problem_id}-{entry.hardware.slug}-{entry.participant}",
+        "key": f"entry-{entry.problem_id}-{board}-{entry.participant}",
         **participant_fields(entry),
         "problem": entry.problem.slug,
         "level": entry.problem.level,
         "number": entry.problem.number,
         "retired": entry.problem.status == Problem.Status.RETIRED,
         "hardware": entry.hardware.slug,
+        **board_fields(entry.precision, entry.problem.precision),
         "rank": entry.rank,
         "candidate_ms": entry.candidate_median_ms,
         "speedup": entry.speedup,
@@ -585,8 +665,9 @@ def entry_row(entry: BestEntry) -> dict:
 # What entry_row reads of an entry and its relations: the problems' texts, the people's and the
 # models' other columns are most of a row's width, for a few hundred rows a page.
 ENTRY_ROW_FIELDS = (
-    "problem__slug", "problem__level", "problem__number", "problem__status", "hardware__slug",
-    "participant", "user__username", "model__display_name", "model__litellm_name", "rank",
+    "problem__slug", "problem__level", "problem__number", "problem__status",
+    "problem__precision", "hardware__slug", "precision", "participant", "user__username",
+    "model__display_name", "model__litellm_name", "rank",
     "candidate_median_ms", "speedup", "speedup_eager", "speedup_compile", "backend",
     "submission_id", "evaluated", "compiled", "flags", "achieved_at",
 )
@@ -603,14 +684,19 @@ def participant_entries(*, user=None, model=None) -> list[dict]:
         entries = entries.filter(model=model)
     else:
         entries = entries.filter(user=user, model__isnull=True)
-    entries = entries.order_by("problem__level", "problem__number", "hardware__slug")
+    entries = entries.order_by("problem__level", "problem__number", "hardware__slug", "precision")
     return [entry_row(e) for e in entries]
 
 
-def recent_records(*, limit: int = 20, hardware: Hardware | None = None) -> list[dict]:
+def recent_records(
+    *, limit: int = 20, hardware: Hardware | None = None, precision: str | None = None
+) -> list[dict]:
+    """The newest records on the main boards (each problem's own precision), or, given a
+    precision, on the boards of that precision (a bf16 problem's main board among them)."""
     records = Record.objects.filter(problem__status__in=Problem.OPEN).select_related(
         "problem", "hardware", "user", "model"
     )
+    records = records.main_boards() if precision is None else records.filter(precision=precision)
     if hardware is not None:
         records = records.filter(hardware=hardware)
     return [record_row(r) for r in records.order_by("-achieved_at", "-id")[:limit]]
@@ -644,35 +730,38 @@ def busiest_problems(*, limit: int = 10) -> list[dict]:
 
 
 def board_index(*, hardware=None, level: int | None = None) -> list[dict]:
-    """Every board (problem x hardware) with a participant, by level and problem: its
-    participants and ranked kernels. Boards of listed problems only (published, and retired
-    ones for the record): what a visitor can open."""
+    """Every board (problem x hardware x precision) with a participant, by level and problem,
+    the main board first: its participants and ranked kernels. Boards of listed problems only
+    (published, and retired ones for the record): what a visitor can open."""
     listed = Problem.objects.filter(status__in=Problem.LISTED)
     if level is not None:
         listed = listed.filter(level=level)
     # Counted as the boards' entries change (BoardSummary): a row a board here. Counting the
     # entries themselves was 10 ms of the index's 70 at 38,000 entries.
     counts = BoardSummary.objects.filter(problem_id__in=listed.values("pk")).values(
-        "problem_id", "hardware_id", "participants", "ranked"
+        "problem_id", "hardware_id", "precision", "participants", "ranked"
     )
     if hardware is not None:
         counts = counts.filter(hardware=hardware)
-    problems = listed.only("slug", "level", "number", "status").in_bulk()
+    problems = listed.only("slug", "level", "number", "status", "precision").in_bulk()
     slugs = dict(Hardware.objects.values_list("pk", "slug"))
     rows = [
         {
-            "key": f"board-{r['problem_id']}-{slugs[r['hardware_id']]}",
+            "key": f"board-{r['problem_id']}-{slugs[r['hardware_id']]}"
+                   f"{board_key_suffix(r['precision'], problems[r['problem_id']].precision)}",
             "problem": problems[r["problem_id"]].slug,
             "level": problems[r["problem_id"]].level,
             "number": problems[r["problem_id"]].number,
             "hardware": slugs[r["hardware_id"]],
+            **board_fields(r["precision"], problems[r["problem_id"]].precision),
             "retired": problems[r["problem_id"]].status == Problem.Status.RETIRED,
             "participants": r["participants"],
             "ranked": r["ranked"],
         }
         for r in counts
     ]
-    rows.sort(key=lambda r: (r["level"], r["number"], r["hardware"]))
+    rows.sort(key=lambda r: (r["level"], r["number"], r["hardware"], not r["main_board"],
+                             r["precision"]))
     return rows
 
 

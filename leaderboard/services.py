@@ -1,13 +1,17 @@
 """Leaderboard workflows: keeping best entries up to date as results land, and publishing them.
 
-A participant's standing on a board (problem x hardware) is computed from the latest evaluation
-of each of its submissions there, so a re-verification that flags a kernel takes it off the
+A board is one (problem, hardware, precision): a result ranks on the board of the precision it was
+judged in (scoring.board_precision), the problem's own precision being its main board; a bf16
+kernel for an fp32 problem ranks, and sets records, on that problem's bf16 board only. A
+participant's standing on a board is computed from the latest evaluation of each of its
+submissions there, so a re-verification that flags a kernel takes it off the
 ranking; a submission held for re-verification (a new record not yet confirmed) or that failed
 it does not rank either. Only the changed participant is recomputed when a result lands: the
 cost of a refresh grows with that participant's submissions on that problem, never with the
 rest of the site. So are the summaries the pages read instead of the entries (the board's
 counts, BoardSummary; the participant's row of the people's or the models' table for the
-problem's level, ParticipantSummary), from that board's and that participant's entries.
+problem's level, ParticipantSummary, from its main boards only), from that board's and that
+participant's entries.
 
 Reads, the rows live updates carry included, are in selectors.py, which this module imports.
 """
@@ -21,9 +25,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from evaluation import metrics, scoring
-from kbsite.live import board_group, publish
+from kbsite.live import publish
 from leaderboard import selectors
-from leaderboard.models import BestEntry, BoardSummary, ParticipantSummary, Record
+from leaderboard.models import BestEntry, BoardSummary, ParticipantSummary, Record, main_boards
 from problems.models import Problem
 from submissions.models import Evaluation, Submission
 from submissions.selectors import latest_evaluations
@@ -56,7 +60,6 @@ def _entry_fields(latest: list[dict]) -> dict:
         "speedup_eager": None,
         "speedup_compile": None,
         "backend": "",
-        "precision": "",
         "achieved_at": None,
         "flagged_evaluation_id": None,
         "flags": [],
@@ -74,7 +77,6 @@ def _entry_fields(latest: list[dict]) -> dict:
             # As it ranks: a capped result (scoring.standing) no faster than the reference.
             **scoring.standing(best),
             backend=best["submission__backend"],
-            precision=best["submission__precision"],
             achieved_at=best["finished_at"],
         )
     if flagged is not None:
@@ -104,21 +106,28 @@ class EntryChange:
     record: Record | None
 
 
-def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> EntryChange:
-    """Recompute one participant's entry on one board, its ranks, and any new record."""
-    latest = latest_evaluations(
-        # Test runs are never on a board, neither ranked nor flagged nor counted.
-        submission_ids=Submission.objects.filter(
-            _participant_filter(participant), problem_id=problem_id, test_run=False
+def entry_refresh(
+    *, problem_id: int, hardware_id: int, precision: str, participant: str
+) -> EntryChange:
+    """Recompute one participant's entry on one board (problem, hardware, precision), its
+    ranks, and any new record."""
+    board = {"problem_id": problem_id, "hardware_id": hardware_id, "precision": precision}
+    latest = [
+        e
+        for e in latest_evaluations(
+            # Test runs are never on a board, neither ranked nor flagged nor counted.
+            submission_ids=Submission.objects.filter(
+                _participant_filter(participant), problem_id=problem_id, test_run=False
+            )
+            .order_by()
+            .values_list("pk", flat=True),
+            hardware_id=hardware_id,
         )
-        .order_by()
-        .values_list("pk", flat=True),
-        hardware_id=hardware_id,
-    )
-    board = {"problem_id": problem_id, "hardware_id": hardware_id}
+        if scoring.board_key(e) == (problem_id, hardware_id, precision)
+    ]
     previous = BestEntry.objects.filter(**board, participant=participant).first()
     before = (previous.evaluation_id, previous.flagged_evaluation_id) if previous else (None, None)
-    best_before = selectors.board_best_ms(problem_id, hardware_id)
+    best_before = selectors.board_best_ms(**board)
 
     # Records set by kernels that no longer rank (flagged on re-verification) are withdrawn.
     not_ranking = [e["submission_id"] for e in latest if not scoring.on_board(e)]
@@ -128,7 +137,7 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
     if not latest:
         if previous:
             previous.delete()
-            board_rerank(problem_id=problem_id, hardware_id=hardware_id)
+            board_rerank(**board)
             _summary_refresh_for(problem_id=problem_id, hardware_id=hardware_id,
                                  participant=participant)
         return EntryChange(entry=None, changed=previous is not None, record=None)
@@ -145,7 +154,7 @@ def entry_refresh(*, problem_id: int, hardware_id: int, participant: str) -> Ent
             "updated_at": timezone.now(),
         },
     )
-    board_rerank(problem_id=problem_id, hardware_id=hardware_id)
+    board_rerank(**board)
     entry.refresh_from_db()
     _summary_refresh_for(problem_id=problem_id, hardware_id=hardware_id, participant=participant)
 
@@ -194,11 +203,12 @@ def _number_board(entries: list[BestEntry]) -> list[BestEntry]:
     return changed
 
 
-def board_rerank(*, problem_id: int, hardware_id: int) -> None:
+def board_rerank(*, problem_id: int, hardware_id: int, precision: str) -> None:
     """Number a board's ranked entries 1..n by median time (unranked entries get no rank), each
     with its speedup against the board's reference time, and count the board (BoardSummary)."""
+    board = {"problem_id": problem_id, "hardware_id": hardware_id, "precision": precision}
     entries = list(
-        BestEntry.objects.filter(problem_id=problem_id, hardware_id=hardware_id).only(
+        BestEntry.objects.filter(**board).only(
             "id", "rank", "evaluation_id", "candidate_median_ms", "reference_median_ms",
             "speedup", "achieved_at", "evaluated"
         )
@@ -206,7 +216,6 @@ def board_rerank(*, problem_id: int, hardware_id: int) -> None:
     stale = _number_board(entries)
     if stale:
         BestEntry.objects.bulk_update(stale, ["rank", "speedup"])
-    board = {"problem_id": problem_id, "hardware_id": hardware_id}
     if entries:
         BoardSummary.objects.update_or_create(**board, defaults=_board_counts(entries))
     else:
@@ -222,15 +231,16 @@ def _board_counts(entries: list[BestEntry]) -> dict:
     }
 
 
-def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
+def _board_change_payload(*, problem, hardware, precision: str, change: EntryChange) -> dict:
     """Only the changed participant's rows are sent in full; the others get their new order,
     as [participant, shown rank, tie] (with_noise: a tie shares the rank above it)."""
-    ranked = selectors.board_rows(problem=problem, hardware=hardware)
+    board = {"problem": problem, "hardware": hardware, "precision": precision}
+    ranked = selectors.board_rows(**board)
     order = [(row["key"], row["shown_rank"], row["tie"]) for row in ranked]
     rows, flagged = [], []
     entry = change.entry
     if entry is not None:
-        entry = selectors.board_entries(problem=problem, hardware=hardware).get(pk=entry.pk)
+        entry = selectors.board_entries(**board).get(pk=entry.pk)
         if entry.is_ranked:
             rows = [row for row in ranked if row["key"] == entry.participant]
         if entry.flagged_evaluation_id:
@@ -239,8 +249,9 @@ def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
         "type": "board_change",
         "problem": problem.pk,
         "hardware": hardware.slug,
+        "precision": precision,
         "order": [[key, rank, tie] if tie else [key, rank] for key, rank, tie in order],
-        "flagged_order": selectors.flagged_order(problem=problem, hardware=hardware),
+        "flagged_order": selectors.flagged_order(**board),
         "rows": rows,
         "flagged": flagged,
         "changed": [entry.participant] if entry is not None and change.changed else [],
@@ -248,7 +259,8 @@ def _board_change_payload(*, problem, hardware, change: EntryChange) -> dict:
 
 
 def board_refresh_for(evaluation: Evaluation) -> EntryChange | None:
-    """Update the board this evaluation belongs to and tell open pages what changed.
+    """Update the board this evaluation belongs to (its problem, hardware and precision:
+    scoring.board_key) and tell open pages what changed.
 
     Called inside the transaction that stores the evaluation; publish() sends after commit. A
     failure here is logged and leaves the evaluation stored (the savepoint rolls back only the
@@ -257,14 +269,20 @@ def board_refresh_for(evaluation: Evaluation) -> EntryChange | None:
     submission = evaluation.submission
     problem = submission.problem
     hardware = evaluation.hardware
+    _, _, precision = scoring.board_key(selectors.evaluation_row(evaluation))
     try:
         with transaction.atomic():
             change = entry_refresh(
-                problem_id=problem.pk, hardware_id=hardware.pk, participant=submission.participant
+                problem_id=problem.pk, hardware_id=hardware.pk, precision=precision,
+                participant=submission.participant,
             )
             publish(
-                board_group(problem.pk, hardware.slug),
-                _board_change_payload(problem=problem, hardware=hardware, change=change),
+                selectors.board_live_group(
+                    problem.pk, hardware.slug, precision, problem_precision=problem.precision
+                ),
+                _board_change_payload(
+                    problem=problem, hardware=hardware, precision=precision, change=change
+                ),
             )
             # Every visitor of the global pages gets these: a draft's or a held problem's
             # results are for staff only (Problem.objects.visible_to), so they are left out.
@@ -274,6 +292,7 @@ def board_refresh_for(evaluation: Evaluation) -> EntryChange | None:
                     _result_payload(
                         problem=problem,
                         hardware=hardware,
+                        precision=precision,
                         change=change,
                         participant=submission.participant,
                     ),
@@ -284,12 +303,19 @@ def board_refresh_for(evaluation: Evaluation) -> EntryChange | None:
     return change
 
 
-def _result_payload(*, problem, hardware, change: EntryChange, participant: str) -> dict:
-    """For the global, model and user pages: the changed entry, record and model rows."""
+def _result_payload(
+    *, problem, hardware, precision: str, change: EntryChange, participant: str
+) -> dict:
+    """For the global, model and user pages: the changed entry, record and model rows. A
+    record goes out only from a main board (as the records table lists them:
+    selectors.recent_records), and so do the model rows (the tables count main boards only)."""
+    main = scoring.is_main_board(precision, problem.precision)
     payload: dict = {
         "type": "result",
         "problem": problem.pk,
         "hardware": hardware.slug,
+        "precision": precision,
+        "main_board": main,
         "participant_key": participant,
         "entry": None,
         "record": None,
@@ -300,12 +326,12 @@ def _result_payload(*, problem, hardware, change: EntryChange, participant: str)
             pk=change.entry.pk
         )
         payload["entry"] = selectors.entry_row(entry)
-    if change.record is not None and problem.status != Problem.Status.RETIRED:
+    if change.record is not None and main and problem.status != Problem.Status.RETIRED:
         record = Record.objects.select_related("problem", "hardware", "user", "model").get(
             pk=change.record.pk
         )
         payload["record"] = selectors.record_row(record)
-    if change.entry is not None and change.entry.model_id:
+    if change.entry is not None and change.entry.model_id and main:
         payload["model_rows"] = selectors.models_table(
             model_id=change.entry.model_id, hardware=hardware
         )
@@ -323,9 +349,9 @@ SUMMARY_ENTRY_FIELDS = (
 
 def summaries_of(entries: Iterable[tuple]) -> dict[tuple[str, int, int], dict]:
     """ParticipantSummary's fields per (participant, hardware, level), counted from best
-    entries given as SUMMARY_ENTRY_FIELDS tuples (those on published problems: the caller
-    filters). Plain values in and out: the migration that added the summaries fills them with
-    it."""
+    entries given as SUMMARY_ENTRY_FIELDS tuples (those on the main boards of published
+    problems: the caller filters, summary_entries). Plain values in and out: the migrations
+    that added the summaries and the boards' precision fill them with it."""
     outcomes: dict[tuple[str, int, int], dict[str, dict[int, metrics.Outcome]]] = {}
     owners: dict[tuple[str, int, int], tuple[int | None, int | None]] = {}
     for (participant, user_id, model_id, hardware_id, level, problem_id, compiled, evaluation_id,
@@ -364,17 +390,25 @@ def summaries_of(entries: Iterable[tuple]) -> dict[tuple[str, int, int], dict]:
     return summaries
 
 
+def summary_entries(entries):
+    """What the tables count of best entries (a queryset of them, the historical model's in a
+    migration): those on the main boards of published problems. A kernel in another precision
+    than its problem's ranks on a board of its own and counts in no table: fast_p is the
+    problem's, in the problem's precision."""
+    return main_boards(entries).filter(problem__status=Problem.Status.PUBLISHED)
+
+
 def summary_refresh(*, participant: str, hardware_id: int, level: int) -> None:
     """Recount one participant's summary of one level on one hardware from its best entries
-    there (a hundred at most: a level's problems); none left on a published problem, none kept.
+    there (a hundred at most: a level's problems); none left on a published problem's main
+    board, none kept.
     """
-    entries = BestEntry.objects.filter(
+    entries = summary_entries(BestEntry.objects.filter(
         # Through the (user, hardware) or (model, hardware) index, as the participant's own.
         _participant_filter(participant),
         hardware_id=hardware_id,
         problem__level=level,
-        problem__status=Problem.Status.PUBLISHED,
-    ).values_list(*SUMMARY_ENTRY_FIELDS)
+    )).values_list(*SUMMARY_ENTRY_FIELDS)
     key = {"participant": participant, "hardware_id": hardware_id, "level": level}
     fields = summaries_of(entries).get((participant, hardware_id, level))
     if fields is None:
@@ -393,10 +427,13 @@ def _summary_refresh_for(*, problem_id: int, hardware_id: int, participant: str)
 
 def summaries_refresh_for_problem(*, problem: Problem) -> None:
     """A problem's status may have changed (published, held, retired: whether it counts in the
-    tables), or its level (the admin's form): recount the summaries of everyone with an entry
+    tables), its level (the admin's form) or its precision (which of its boards is the main
+    one, the one the tables count): recount the summaries of everyone with an entry
     on it, of its level and of those they have. A problem with no entry (one just imported) has
     nothing to recount: a query."""
-    boards = BestEntry.objects.filter(problem=problem).values_list("participant", "hardware_id")
+    boards = set(
+        BestEntry.objects.filter(problem=problem).values_list("participant", "hardware_id")
+    )
     for participant, hardware_id in boards:
         levels = set(
             ParticipantSummary.objects.filter(
@@ -410,7 +447,7 @@ def summaries_refresh_for_problem(*, problem: Problem) -> None:
 def summaries_rebuild(*, level: int | None = None) -> int:
     """Recount every participant summary (of one level) from the best entries. Returns how many
     were written."""
-    entries = BestEntry.objects.filter(problem__status=Problem.Status.PUBLISHED)
+    entries = summary_entries(BestEntry.objects.all())
     summaries = ParticipantSummary.objects.all()
     if level is not None:
         entries = entries.filter(problem__level=level)
@@ -440,34 +477,64 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
     entries_q = BestEntry.objects.all()
     records_q = Record.objects.all()
     boards_q = BoardSummary.objects.all()
-    evaluations = Evaluation.objects.filter(submission__test_run=False)  # never on a board
+    evaluations = Evaluation.objects.all()
     if problem is not None:
         entries_q = entries_q.filter(problem=problem)
         records_q = records_q.filter(problem=problem)
         boards_q = boards_q.filter(problem=problem)
         evaluations = evaluations.filter(submission__problem=problem)
-    rows = evaluations.order_by("submission_id", "-finished_at", "-id").values(*scoring.ROW_FIELDS)
+    entries, records, boards = boards_computed(
+        board_rows_of(evaluations).iterator(chunk_size=batch_size),
+        entry_model=BestEntry, record_model=Record, board_model=BoardSummary,
+    )
+    with transaction.atomic():
+        records_q.delete()
+        entries_q.delete()
+        boards_q.delete()
+        BestEntry.objects.bulk_create(entries, batch_size=batch_size)
+        Record.objects.bulk_create(records, batch_size=batch_size)
+        BoardSummary.objects.bulk_create(boards, batch_size=batch_size)
+        summaries_rebuild(level=problem.level if problem is not None else None)
+    return len(entries)
 
+
+def board_rows_of(evaluations):
+    """What the boards are computed from: the evaluations' scoring rows (scoring.ROW_FIELDS),
+    test runs left out (never on a board), each submission's newest first (boards_computed
+    takes the first row of each submission and hardware). Of the historical Evaluation model
+    too, in a migration."""
+    return (
+        evaluations.filter(submission__test_run=False)
+        .order_by("submission_id", "-finished_at", "-id")
+        .values(*scoring.ROW_FIELDS)
+    )
+
+
+def boards_computed(rows, *, entry_model, record_model, board_model) -> tuple[list, list, list]:
+    """Every best entry, record and board summary that evaluation rows give (board_rows_of's,
+    in its order), as unsaved instances of the given models: BestEntry, Record and
+    BoardSummary, or the historical ones in a migration (plain values in, so it serves both).
+    Each result is on the board of scoring.board_key: one a (problem, hardware, precision)."""
     # Latest evaluation per (submission, hardware), grouped by board and participant.
-    groups: dict[tuple[int, int, str], list[dict]] = {}
+    groups: dict[tuple[int, int, str, str], list[dict]] = {}
     seen: set[tuple[int, int]] = set()
-    for e in rows.iterator(chunk_size=batch_size):
+    for e in rows:
         if (e["submission_id"], e["hardware_id"]) in seen:
             continue
         seen.add((e["submission_id"], e["hardware_id"]))
-        key = scoring.row_participant(e)
-        groups.setdefault((e["submission__problem_id"], e["hardware_id"], key), []).append(e)
+        groups.setdefault((*scoring.board_key(e), scoring.row_participant(e)), []).append(e)
 
     now = timezone.now()
-    entries: list[BestEntry] = []
-    ranking_by_board: dict[tuple[int, int], list[dict]] = {}
-    for (problem_id, hardware_id, key), latest in groups.items():
+    entries = []
+    ranking_by_board: dict[tuple[int, int, str], list[dict]] = {}
+    for (problem_id, hardware_id, precision, key), latest in groups.items():
         first = latest[0]
         model_id = first["submission__model_id"]
         entries.append(
-            BestEntry(
+            entry_model(
                 problem_id=problem_id,
                 hardware_id=hardware_id,
+                precision=precision,
                 participant=key,
                 user_id=None if model_id else first["submission__user_id"],
                 model_id=model_id,
@@ -475,28 +542,31 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
                 **_entry_fields(latest),
             )
         )
-        ranking_by_board.setdefault((problem_id, hardware_id), []).extend(
+        ranking_by_board.setdefault((problem_id, hardware_id, precision), []).extend(
             e for e in latest if scoring.on_board(e)
         )
 
-    by_board: dict[tuple[int, int], list[BestEntry]] = {}
+    by_board: dict[tuple[int, int, str], list] = {}
     for entry in entries:
-        by_board.setdefault((entry.problem_id, entry.hardware_id), []).append(entry)
+        by_board.setdefault((entry.problem_id, entry.hardware_id, entry.precision), []).append(
+            entry
+        )
     boards = []
-    for (problem_id, hardware_id), board_entries in by_board.items():
+    for (problem_id, hardware_id, precision), board_entries in by_board.items():
         _number_board(board_entries)
-        boards.append(BoardSummary(problem_id=problem_id, hardware_id=hardware_id,
-                                   **_board_counts(board_entries)))
+        boards.append(board_model(problem_id=problem_id, hardware_id=hardware_id,
+                                  precision=precision, **_board_counts(board_entries)))
 
-    records: list[Record] = []
-    for (problem_id, hardware_id), ranking in ranking_by_board.items():
+    records = []
+    for (problem_id, hardware_id, precision), ranking in ranking_by_board.items():
         best = None
         for e in sorted(ranking, key=lambda e: (e["finished_at"], e["id"])):
             if best is None or scoring.ranking_ms(e) < best:
                 records.append(
-                    Record(
+                    record_model(
                         problem_id=problem_id,
                         hardware_id=hardware_id,
+                        precision=precision,
                         participant=scoring.row_participant(e),
                         user_id=None if e["submission__model_id"] else e["submission__user_id"],
                         model_id=e["submission__model_id"],
@@ -509,13 +579,4 @@ def boards_rebuild(*, problem: Problem | None = None, batch_size: int = 2000) ->
                     )
                 )
                 best = scoring.ranking_ms(e)
-
-    with transaction.atomic():
-        records_q.delete()
-        entries_q.delete()
-        boards_q.delete()
-        BestEntry.objects.bulk_create(entries, batch_size=batch_size)
-        Record.objects.bulk_create(records, batch_size=batch_size)
-        BoardSummary.objects.bulk_create(boards, batch_size=batch_size)
-        summaries_rebuild(level=problem.level if problem is not None else None)
-    return len(entries)
+    return entries, records, boards

@@ -4,6 +4,7 @@
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db.models import Case, Subquery, When
+from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
@@ -48,14 +49,22 @@ def _by_level(boards: list[dict]) -> list[dict]:
     return list(levels.values())
 
 
-def problem_board(request, level: int, number: int, hardware: str):
+def problem_board(request, level: int, number: int, hardware: str, precision: str | None = None):
+    """One board: a problem on a hardware in one precision, the problem's own (its main board)
+    at the path without a precision, another one's at .../<precision>/."""
     problem = get_object_or_404(
         Problem.objects.visible_to(request.user), level=level, number=number
     )
     hardware = get_object_or_404(Hardware, slug=hardware)
-    rows = selectors.board_rows(problem=problem, hardware=hardware)
-    flagged = selectors.flagged_rows(problem=problem, hardware=hardware)
-    records = selectors.record_rows(problem=problem, hardware=hardware)
+    if precision is not None and precision not in Problem.Precision.values:
+        raise Http404(f"There is no {precision} board.")
+    board = {"problem": problem, "hardware": hardware,
+             "precision": selectors.board_precision(problem, precision)}
+    fields = selectors.board_fields(board["precision"], problem.precision)
+    rows = selectors.board_rows(**board)
+    flagged = selectors.flagged_rows(**board)
+    records = selectors.record_rows(**board)
+    basename = f"{problem.slug.replace('/', '-')}-{hardware.slug}"
     download = export_response(
         request,
         {
@@ -63,30 +72,32 @@ def problem_board(request, level: int, number: int, hardware: str):
             "flagged": (COLUMNS["flagged"], flagged),
             "records": (COLUMNS["records"], records),
         },
-        basename=f"{problem.slug.replace('/', '-')}-{hardware.slug}",
+        basename=basename if fields["main_board"] else f"{basename}-{board['precision']}",
     )
     if download:
         return download
     points = [
         (r.achieved_at, r.candidate_median_ms, r.participant)
-        for r in Record.objects.filter(problem=problem, hardware=hardware).order_by(
-            "achieved_at", "id"
-        )
+        for r in Record.objects.filter(**board).order_by("achieved_at", "id")
     ]
+    title = f"Record for {problem.slug} on {hardware.slug}"
     return render(
         request,
         "leaderboard/problem_board.html",
         {
             "problem": problem,
             "hardware": hardware,
+            **fields,
+            "boards": selectors.problem_boards(problem=problem, hardware=hardware),
             "rows": rows,
             "board_reference_ms": selectors.board_reference(
-                problem_id=problem.pk, hardware_id=hardware.pk
+                problem_id=problem.pk, hardware_id=hardware.pk, precision=board["precision"]
             ),
             "flagged": flagged,
             "records": records,
             "record_chart": svg.record_chart(
-                points, now=timezone.now(), title=f"Record for {problem.slug} on {hardware.slug}"
+                points, now=timezone.now(),
+                title=title if fields["main_board"] else f"{title}, {fields['board']}",
             ),
             "all_hardware": Hardware.objects.all(),
         },

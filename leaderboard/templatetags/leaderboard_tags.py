@@ -1,4 +1,5 @@
 from django import template
+from django.urls import reverse
 
 from evaluation import scoring
 from leaderboard import selectors
@@ -32,6 +33,15 @@ def minute(value) -> str:
     return str(value)[:16].replace("T", " ") if value else "–"
 
 
+@register.simple_tag
+def board_url(level, number, hardware, precision: str = "", main_board: bool = True) -> str:
+    """A board's page: the problem's main board at its plain path, another precision's board
+    at .../<precision>/ (rows carry level, number, hardware and selectors.board_fields)."""
+    if main_board or not precision:
+        return reverse("problem_board", args=[level, number, hardware])
+    return reverse("problem_board_precision", args=[level, number, hardware, precision])
+
+
 # ---- the boards on the problems' own pages ------------------------------------------------------
 # The problems app sits below the leaderboard and imports none of it: its pages name these tags,
 # and the boards are read here.
@@ -60,18 +70,22 @@ def with_board_status(context, rows: list[dict]) -> list[dict]:
 @register.simple_tag
 def with_top_results(problem, sections: list[dict]) -> list[dict]:
     """A problem page's sections, one a hardware (its baselines and validation), each given the
-    top of its board there: the first TOP_RESULTS rows ("top"), how many more ("more") and the
-    reference time its speedups are against ("board_reference_ms", as the board says it). A
-    section with no baseline, validation or ranked kernel is left out."""
+    top of its main board there (the problem's own precision): the first TOP_RESULTS rows
+    ("top"), how many more ("more") and the reference time its speedups are against
+    ("board_reference_ms", as the board says it); and its boards there ("boards",
+    selectors.problem_boards: the main one, then those of other precisions, labelled). A
+    section with no baseline, validation or board is left out."""
     shown = []
     for section in sections:
         rows = selectors.board_rows(problem=problem, hardware=section["hardware"])
+        boards = selectors.problem_boards(problem=problem, hardware=section["hardware"])
         curated = section.get("eager") or section.get("compile") or section.get("validation")
-        if not (rows or curated):
+        if not (rows or curated or len(boards) > 1):
             continue
         shown.append(
             {
                 **section,
+                "boards": boards,
                 "top": rows[:TOP_RESULTS],
                 "more": max(len(rows) - TOP_RESULTS, 0),
                 # The ranked rows' references: what selectors.board_reference reads, no query.
