@@ -35,6 +35,7 @@ from submissions.quotas import QuotaExceeded, quota_usage
 from submissions.reverifications import ReverificationError, reverification_request_by_owner
 from submissions.selectors import (
     can_act_on,
+    can_see_reference,
     can_see_source,
     can_see_submission,
     hardware_overview,
@@ -451,6 +452,7 @@ class SubmissionDetailApi(ApiMixin, APIView):
             request,
             submission,
             show_source=can_see_source(submission, request.user),
+            show_reference=can_see_reference(submission, request.user),
             owner=can_act_on(submission, request.user),
         )
         return Response(s.SubmissionSerializer(data, context=data["visibility"]).data)

@@ -13,6 +13,7 @@ from evaluation import compile_log, leases, scoring
 from evaluation.models import Hardware, Runner
 from evaluator import verdicts
 from evaluator.errors import clean_text, truncate
+from evaluator.runner.static_report import without_reference
 from submissions.models import Evaluation, Reverification, Submission
 
 # Characters of one log field shown on a page or in the API (head and tail, with a marker).
@@ -78,11 +79,14 @@ def latest_evaluations(*, submission_ids: Iterable[int], hardware_id: int) -> li
 # ---- who sees a source and what is derived from it ----------------------------------------------
 #
 # A kernel's source and everything derived from it (compiler output, tracebacks, logs, the error
-# text, the static report with its kernel and helper names, profiles with kernel names, Nsight
-# Compute reports, the diagnosis of a wrong output, the source's hash) go to whoever may see the
-# source, and to no one else: can_see_source is the one rule, and every page, the status JSON,
-# the REST API, live events and exports ask it. Everyone else gets the verdict, the timings and
-# one of these messages.
+# text, each failed trial's error, note and diagnosis, the static report with its kernel and
+# helper names, profiles with kernel names, Nsight Compute reports, the source's hash) go to
+# whoever may see the source, and to no one else: can_see_source is the one rule, and every page,
+# the status JSON, the REST API, live events and exports ask it. Everyone else gets the verdict,
+# the timings, each trial's numbers and one of these messages. What the judge quotes of the
+# problem's reference (the values the static report compares the kernel's constants with, the
+# reference's side of a profile) goes by the reference's own rule on top (can_see_reference):
+# a private problem's submitter sees their own kernel's, never the reference's.
 
 GENERIC_ERRORS = {verdict.name: verdict.message for verdict in verdicts.ALL if verdict.message}
 GENERIC_ERROR = "The evaluation reported an error."
@@ -113,6 +117,13 @@ def can_see_source(submission: Submission, user) -> bool:
     return submission.problem.reference_visible_to(user)
 
 
+def can_see_reference(submission: Submission, user) -> bool:
+    """Whether `user` may see what the judge quotes of the submission's problem reference: the
+    reference's own rule (Problem.reference_visible_to: staff, else everyone once its code is
+    public), its owner included, who writes a kernel for a reference they may not read."""
+    return submission.problem.reference_visible_to(user)
+
+
 def can_see_submission(submission: Submission, user) -> bool:
     """Whether the submission is there at all for `user` (its page, status, API and live
     events): for its owner and staff, and for others where its problem is
@@ -127,6 +138,45 @@ def shown_error(evaluation, *, details: bool) -> str:
     if details:
         return display_log(evaluation.error)
     return GENERIC_ERRORS.get(evaluation.verdict, GENERIC_ERROR)
+
+
+# A trial as shown to whoever may not see the source: its numbers and the exploit checks' names.
+# Its text (the kernel's error, the note on a wrong output that quotes values and shapes, the
+# diagnosis) follows the source.
+TRIAL_PUBLIC_FIELDS = ("k", "passed", "max_abs_diff", "mean_abs_diff", "flags",
+                       "unwritten_elements", "nonfinite")
+
+
+def shown_trials(evaluation, *, details: bool) -> list[dict]:
+    """The evaluation's correctness trials as a viewer sees them: whole with details (a trial's
+    error as display_log shows it), else TRIAL_PUBLIC_FIELDS alone."""
+    if evaluation is None:
+        return []
+    trials = [trial for trial in evaluation.trials or [] if isinstance(trial, dict)]
+    if not details:
+        return [{key: trial[key] for key in TRIAL_PUBLIC_FIELDS if key in trial}
+                for trial in trials]
+    return [{**trial, "error": display_log(trial["error"])} if trial.get("error") else trial
+            for trial in trials]
+
+
+def shown_static_report(evaluation, *, details: bool, reference: bool) -> dict | None:
+    """The static report (and the judge's checks stored beside it) for a viewer with details
+    (can_see_source), None for others; without what it quotes of the reference for a viewer who
+    may not see the reference (can_see_reference; static_report.without_reference)."""
+    if evaluation is None or not details:
+        return None
+    report = evaluation.static_report or {}
+    return report if reference else without_reference(report)
+
+
+def shown_profile(view: dict | None, *, reference: bool) -> dict | None:
+    """A profile view (evaluation.profiles.profile_view) without the reference's side (its
+    kernels name what the reference computes) for a viewer who may not see the reference."""
+    if view is None or reference:
+        return view
+    return {**view, "sides": [side for side in view.get("sides") or []
+                              if side.get("key") != "reference"]}
 
 
 def evaluation_logs(evaluation, *, details: bool) -> dict[str, str]:

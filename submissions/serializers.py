@@ -17,6 +17,9 @@ from submissions.selectors import (
     first_compile_error,
     queue_estimate,
     shown_error,
+    shown_profile,
+    shown_static_report,
+    shown_trials,
     submission_ranking,
 )
 from submissions.services import BATCH_MAX, PRECISIONS
@@ -296,9 +299,12 @@ NOTES_HELP = ("Notes, not exploits: facts about an honest result, e.g. backend_s
 
 class EvaluationSerializer(serializers.Serializer):
     """The full evaluation. What is derived from the source (error text, compiler output,
-    traceback, logs, static report, profile, diagnosis, source hash) only for whoever may see
-    the source (context "source", selectors.can_see_source); seeds only for the owner and admins
-    (context "owner", selectors.can_act_on). Others get the verdict's generic error and nulls."""
+    traceback, logs, each trial's text, static report, profile, diagnosis, source hash) only for
+    whoever may see the source (context "source", selectors.can_see_source); what the judge
+    quotes of the reference only for whoever may see the reference too (context "reference",
+    selectors.can_see_reference); seeds only for the owner and admins (context "owner",
+    selectors.can_act_on). Others get the verdict's generic error, the trials' numbers and
+    nulls."""
 
     id = serializers.IntegerField()
     attempt = serializers.IntegerField()
@@ -311,8 +317,9 @@ class EvaluationSerializer(serializers.Serializer):
     trials = serializers.ListField(
         child=serializers.DictField(),
         help_text="One record per correctness trial: k, passed, max_abs_diff, mean_abs_diff, "
-        "reason, flags. A failed trial also has `diagnosis` (owner and admins only; see the "
-        "`diagnosis` field).",
+        "flags. Whoever may see the source also gets its text: `reason` (why its output is "
+        "wrong), `error` (the kernel's, where it failed) and, on a failed trial, `diagnosis` "
+        "(see the `diagnosis` field).",
     )
     diagnosis = serializers.SerializerMethodField(
         help_text="Owner and admins only: what the failed trial tells the kernel's author, "
@@ -343,7 +350,8 @@ class EvaluationSerializer(serializers.Serializer):
     static_report = serializers.DictField(
         allow_null=True,
         help_text="What the source uses (kernels, helpers, imports, sizes) and the evidence "
-        "behind each check. Null for those who may not see the source.",
+        "behind each check. Null for those who may not see the source; the reference's values "
+        "(`problem_constants_changed`'s `reference`) only for those who may see the reference.",
     )
     environment = serializers.DictField()
     phases = serializers.DictField()
@@ -391,7 +399,8 @@ class EvaluationSerializer(serializers.Serializer):
     def get_profile(self, evaluation) -> dict | None:
         if not self.context.get("source"):
             return None
-        view = profile_view(evaluation)
+        view = shown_profile(profile_view(evaluation),
+                             reference=bool(self.context.get("reference")))
         if view is None:
             return None
         return {key: value for key, value in view.items() if key != "roofline"}
@@ -402,11 +411,11 @@ class EvaluationSerializer(serializers.Serializer):
         logs = evaluation_logs(evaluation, details=details)
         for field in LOG_FIELDS:
             data[field] = logs[field] if details or field == "error" else None
+        data["trials"] = shown_trials(evaluation, details=details)
+        data["static_report"] = shown_static_report(
+            evaluation, details=details, reference=bool(self.context.get("reference")))
         if not details:
-            for field in ("static_report", "source_hash"):
-                data[field] = None
-            data["trials"] = [{k: v for k, v in t.items() if k != "diagnosis"}
-                              if isinstance(t, dict) else t for t in data["trials"]]
+            data["source_hash"] = None
         if not self.context.get("owner"):  # selectors.can_act_on
             data["seeds"] = None
         return data
@@ -509,10 +518,12 @@ class QuotaSerializer(serializers.Serializer):
     resets_at = serializers.DateTimeField(help_text="When today's evaluation seconds reset.")
 
 
-def submission_data(request, submission: Submission, *, show_source: bool, owner: bool) -> dict:
+def submission_data(request, submission: Submission, *, show_source: bool, show_reference: bool,
+                    owner: bool) -> dict:
     """The API's view of one submission; the verdict's numbers come from its last evaluation.
-    `show_source`: selectors.can_see_source, for the source and all derived from it; `owner`:
-    selectors.can_act_on, for the seeds. Both go on as the serializer's context."""
+    `show_source`: selectors.can_see_source, for the source and all derived from it;
+    `show_reference`: selectors.can_see_reference, for what the judge quotes of the reference;
+    `owner`: selectors.can_act_on, for the seeds. They go on as the serializer's context."""
     evaluation = submission.latest_evaluation
     estimate = queue_estimate(submission)
     return {
@@ -549,7 +560,7 @@ def submission_data(request, submission: Submission, *, show_source: bool, owner
         "ranking": submission_ranking(submission),
         "settled": submission.is_settled,
         "evaluation": evaluation,
-        "visibility": {"source": show_source, "owner": owner},
+        "visibility": {"source": show_source, "reference": show_reference, "owner": owner},
     }
 
 

@@ -36,10 +36,13 @@ from submissions.reverifications import ReverificationError, reverification_requ
 from submissions.selectors import (
     RANKING_LABELS,
     can_act_on,
+    can_see_reference,
     can_see_source,
     can_see_submission,
     evaluation_logs,
     first_compile_error,
+    shown_profile,
+    shown_trials,
     submission_ranking,
     submission_status_payload,
     user_submissions,
@@ -155,6 +158,7 @@ def _evaluation_context(request, submission: Submission) -> dict:
     # for more (another re-verification, an Nsight Compute report) and the seeds are the
     # owner's and staff's (can_act_on).
     details = can_see_source(submission, request.user)
+    reference = can_see_reference(submission, request.user)
     owner = can_act_on(submission, request.user)
     logs = evaluation_logs(evaluation, details=details)
     compile_error = first_compile_error(evaluation) if details else None
@@ -187,6 +191,9 @@ def _evaluation_context(request, submission: Submission) -> dict:
         "reverify_per_day": reverifications_per_day(),
         "first_evaluation": first,
         "first_logs": evaluation_logs(first, details=details),
+        # Each trial's numbers; its text (error, note, diagnosis) with details only.
+        "trials": shown_trials(evaluation, details=details),
+        "first_trials": shown_trials(first, details=details),
         # Logs as shown: terminal escapes stripped, cut with a marker; the template escapes.
         # Without details: the generic error, no logs.
         "logs": logs,
@@ -201,8 +208,10 @@ def _evaluation_context(request, submission: Submission) -> dict:
             f'File "candidate.py", line {compile_error["source_line"]}'
             if compile_error and compile_error["source_line"] else logs.get("traceback", "")
         ),
-        # Kernel names tell about the code: where the time goes follows the source too.
-        "profile": profile_view(evaluation) if evaluation is not None and details else None,
+        # Kernel names tell about the code: where the time goes follows the source too, and its
+        # reference side the reference.
+        "profile": shown_profile(profile_view(evaluation), reference=reference)
+        if evaluation is not None and details else None,
     }
 
 
@@ -307,9 +316,10 @@ def _ncu_context(request, submission: Submission) -> dict:
         "ncu_open": any(r.is_open for r in reports),
         "ncu_per_day": ncu_reports_per_day(),
         "can_ask": can_act_on(submission, request.user),
-        "ncu_profile": (
+        "ncu_profile": shown_profile(
             profile_view(evaluation, ncu_kernels=latest_done.kernels)
-            if latest_done and evaluation is not None else None
+            if latest_done and evaluation is not None else None,
+            reference=can_see_reference(submission, request.user),
         ),
     }
 

@@ -2,6 +2,12 @@
 the work, and where does the time go), the backend's evidence from outside the candidate's
 process, the worker's final state and the speed of light.
 
+The profiled call runs the candidate's code, in the timed worker or in a process of its own
+(workers.Profiler): nothing of the reference goes there. The judge draws the call's inputs from
+the problem's get_inputs() and hands them over as tensors, and the reference is not profiled
+beside the kernel (docs/security.md: a private problem's reference is not its submitters' to
+read, and a process that runs their code reads whatever it holds).
+
 A mixin of Judge (judge.py).
 """
 
@@ -17,22 +23,44 @@ from evaluator.judge.workers import Verdict
 
 class ProfiledPhases:
     def _profile_request(self) -> dict | None:
-        """The profiled call's request, or None where nothing is profiled (PyTorch on a CPU)."""
-        on_gpu = self.device != "cpu"
-        if self.job["backend"] == "torch" and not on_gpu:
+        """The profiled call's request, or None where nothing is profiled (PyTorch on a CPU).
+        Its inputs travel as its value: nothing of the reference goes with it."""
+        if self.job["backend"] == "torch" and self.device == "cpu":
             return None
-        request: dict[str, Any] = {"cmd": "profile"}
-        if on_gpu:
-            request.update({"reference_source": self.job["reference_source"],
-                            "init_seed": self.result["seeds"].get("init"),
-                            "precision": self.job["precision"]})
-        return request
+        return {"cmd": "profile"}
+
+    def _profile_inputs(self) -> list:
+        """The profiled call's inputs: the judge's draw from the problem's get_inputs()."""
+        from evaluator.loading import make_inputs
+
+        return make_inputs(self.reference, self.result["seeds"]["profile"], self.device,
+                           self.job["precision"])
 
     def _profiler_draw(self) -> dict:
-        """The set the profiling process draws for its calls: the problem's own inputs."""
-        return {"seed": self.result["seeds"]["profile"],
-                "reference_source": self.job["reference_source"],
-                "precision": self.job["precision"]}
+        """The set the profiling process makes its calls on, handed to it now, before it loads
+        the kernel (workers.Profiler.start_calls posts the load and the calls next): drawn here
+        and sent as the value of a "profile" command that only holds it there (probe.py). The
+        header of its calls then says so (returned here); no reference source enters it.
+
+        Sent through host memory, not the device's IPC box: a box is kept until the judge
+        exits, and this one would hold another copy of the inputs on the device through the
+        timing. Waited for only where the load's init inputs hold tensors, whose message
+        rewrites the same memory: otherwise the set is read while the judge goes on, and its
+        reply is collected with the others."""
+        from evaluator.loading import PRECISION_DTYPES, cast_value, iter_tensors
+
+        profiler = self.profiler
+        if profiler is None or profiler.failure is not None:
+            return {"held": False}
+        inputs = self._profile_inputs()
+        on_host = cast_value(inputs, "cpu", PRECISION_DTYPES[self.job["precision"]])
+        del inputs
+        self._release_cached_memory()
+        profiler.post({"cmd": "profile", "hold": True}, on_host, what="inputs")
+        del on_host
+        if next(iter_tensors(list(self.init_inputs or [])), None) is not None:
+            profiler.collect(self.deadline)
+        return {"held": profiler.failure is None}
 
     def _profile(self, request: dict | None, *, beside_trials: bool = False) -> None:
         """A separate, untimed call under the profilers: does the claimed backend do the work,
@@ -62,10 +90,7 @@ class ProfiledPhases:
             self.checks["profiler"] = facts
         if reply is None:
             # The timed worker holds no inputs of its own: the judge draws the call's set.
-            from evaluator.loading import make_inputs
-
-            inputs = make_inputs(self.reference, self.result["seeds"]["profile"], self.device,
-                                 self.job["precision"])
+            inputs = self._profile_inputs()
             reply, _ = self.worker.request(request, inputs, deadline=self.deadline,
                                            phase="profiling")
             del inputs
@@ -93,8 +118,9 @@ class ProfiledPhases:
         # `NAME_kernel`, CuTe DSL's `kernel_cutlass_NAME_...`, cuTile's `NAME_K...`).
         names += [n for b in backends.BACKENDS.values() if b.renames_kernels
                   for n in b.device_kernel_names(kernels)]
-        if on_gpu:
-            self.result["profile"] = exploits.kernel_profile(reply, names)
+        if on_gpu:  # the kernel's side alone: the judge asked for no reference's profile
+            self.result["profile"] = exploits.kernel_profile(
+                {k: v for k, v in reply.items() if k != "reference"}, names)
         if not backend.claims_kernels:
             return
         report = exploits.backend_share(reply, backend.name, names, on_gpu)

@@ -9,6 +9,11 @@ cached build copied into a fresh slot (read back never, so the cache is not touc
        cudaProfilerStart and cudaProfilerStop: only that call's kernels are measured)
     2. ncu --import report.ncu-rep --csv --page raw, and --page details: the figures and the text
 
+The target never holds the reference: a private problem's is not its submitter's to read, and
+the target runs their code. The call's inputs are drawn before, from the reference's
+get_inputs(), by a process of the runner's where no candidate code runs (`python -m
+evaluator.runner.ncu draw`), and handed to the target as a file of plain tensors (INPUTS_FILE).
+
 The report file is written by hostile code, so ncu reads it back inside the sandbox too. What
 comes out is size-limited.
 """
@@ -22,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +40,7 @@ from evaluator.runner import buildcache, jail
 from evaluator.runner.sandbox import _kill_tagged, scrubbed_env
 
 NCU_ENV = "KB_NCU"  # an explicit ncu binary (else the one on PATH)
+INPUTS_FILE = "ncu_inputs.pt"  # the call's inputs, drawn outside the sandbox (draw_inputs)
 MAX_KERNELS = 40  # kernels profiled in the one measured call
 TEXT_LIMIT = 200_000
 REPORT_LIMIT = 32 * 1024 * 1024
@@ -95,6 +102,48 @@ def unavailable(message: str) -> dict[str, Any]:
     return {"status": "unavailable", "message": message}
 
 
+def target_job(job: dict) -> dict[str, Any]:
+    """What the target reads in the sandbox: the kernel and how to build and call it; never the
+    reference (its inputs come drawn, draw_inputs)."""
+    return {k: job[k] for k in ("candidate_source", "backend", "precision", "device", "seed",
+                                "limits")}
+
+
+def draw_inputs(job: dict, path: Path, *, timeout_s: float) -> str | None:
+    """Draw the profiled call's init inputs and inputs from the reference into `path` (plain
+    tensors, torch.save), in a process of the runner's own where no candidate code runs, on the
+    CPU; the target moves them to its device. That process imports nothing from where it runs
+    (`-P`; the slot holds the owner's cached build), in a fresh folder with the judge's scrubbed
+    environment. Returns None, or why they could not be drawn."""
+    spec = {k: job[k] for k in ("reference_source", "seed", "precision")}
+    with tempfile.TemporaryDirectory(prefix="kbncu-draw-") as here:
+        proc = launcher.start_trusted(
+            [sys.executable, "-P", "-m", "evaluator.runner.ncu", "draw", str(path)],
+            env=scrubbed_env(job, Path(here)), cwd=here, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = proc.communicate(json.dumps(spec), timeout=max(timeout_s, 1.0))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return "drawing the problem's inputs ran past the time limit"
+    if proc.returncode != 0 or not path.is_file():
+        return "the problem's inputs could not be drawn: " + _last_lines(err, 3)
+    return None
+
+
+def _draw(spec: dict[str, Any], path: Path) -> None:
+    import torch
+
+    from evaluator.loading import derive_seed, make_init_inputs, make_inputs, module_from_source
+
+    seed = int(spec["seed"])
+    reference = module_from_source(str(spec["reference_source"]), "kb_reference")
+    init_inputs = make_init_inputs(reference, derive_seed(seed, "init"))
+    inputs = make_inputs(reference, derive_seed(seed, "ncu"), "cpu", str(spec["precision"]))
+    torch.save({"init_inputs": init_inputs, "inputs": inputs}, path)
+
+
 def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
     """Profile the job's candidate with ncu in its sandbox. Returns {"status": "done", "text",
     "kernels", "report" (bytes), "ncu_version", "seconds"}, or status "failed"/"unavailable"
@@ -124,11 +173,14 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
         ncu_home, ncu_real = install_of(ncu)
         decision = {**decision, "readonly": [*decision["readonly"], ncu_home]}
         buildcache.fill(slot, buildcache.entry_for(job), uid=decision.get("uid"))
-        target = {k: job[k] for k in ("candidate_source", "reference_source", "backend",
-                                      "precision", "device", "seed", "limits")}
-        (slot / "ncu_job.json").write_text(json.dumps(target))
+        failed = draw_inputs(job, slot / INPUTS_FILE, timeout_s=started + timeout_s
+                             - time.monotonic())
+        if failed:
+            return {"status": "failed", "seconds": time.monotonic() - started,
+                    "message": failed}
+        (slot / "ncu_job.json").write_text(json.dumps(target_job(job)))
         (slot / "ncu").mkdir()
-        for path in (slot / "ncu_job.json", slot / "ncu"):
+        for path in (slot / "ncu_job.json", slot / INPUTS_FILE, slot / "ncu"):
             if decision.get("uid") is not None:
                 os.chown(path, decision["uid"], decision["uid"])
         env = {**scrubbed_env(job, workdir), "KB_EVAL_TOKEN": token}
@@ -137,7 +189,8 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
                 "--target-processes", "all", "--launch-count", str(MAX_KERNELS),
                 *[arg for name in SECTIONS for arg in ("--section", name)]]
         tail = ["--export", report, "--force-overwrite", sys.executable, "-m",
-                "evaluator.worker.ncu_target", f"{launcher.BUILD}/ncu_job.json"]
+                "evaluator.worker.ncu_target", f"{launcher.BUILD}/ncu_job.json",
+                f"{launcher.BUILD}/{INPUTS_FILE}"]
         deadline = started + timeout_s
         first = _sandboxed(decision, env, [*base, "--metrics", ",".join(ROOFLINE_METRICS),
                                            *tail], deadline)
@@ -244,3 +297,18 @@ def summarize(name: str, metrics: dict[str, float]) -> dict[str, Any]:
     stalls.sort(key=lambda kv: -kv[1])
     out["stalls"] = [[reason, round(value, 3)] for reason, value in stalls[:4]]
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m evaluator.runner.ncu draw PATH`: draw_inputs's process (the job's reference,
+    seed and precision as JSON on stdin)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "draw":
+        print("usage: python -m evaluator.runner.ncu draw PATH", file=sys.stderr)
+        return 2
+    _draw(json.loads(sys.stdin.read()), Path(args[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,6 +4,9 @@ Shown to the submitter and admins as evidence next to the verdict. It is never t
 (every pattern here has an honest use somewhere); the judge's runtime checks decide the verdict.
 The one finding that becomes a flag is `problem_size_changed`: a module-level constant that the
 reference also defines, given another value (sizes are the reference's, never the candidate's).
+The reference's own values are in one place only, `problem_constants_changed[name]["reference"]`
+(and the flag's details, a copy of it): a private problem's reference is not its submitters' to
+read, and the site leaves them out for whoever may not see the reference (without_reference).
 No torch import: the judge calls this before anything heavy.
 """
 
@@ -507,8 +510,9 @@ def analyze(source: str, *, reference_source: str | None = None,
                                                                    ast.ClassDef))}
             redefined = sorted(defined & {"get_inputs", "get_init_inputs", "Model"})
     for name, values in changed.items():
-        v.add("problem size", f"{name} = {values['candidate']!r} (reference: "
-              f"{values['reference']!r})", 1, "high", "problem sizes")
+        # The reference's value stays out of the text (without_reference drops it).
+        v.add("problem size", f"{name} = {values['candidate']!r}, not the reference's value", 1,
+              "high", "problem sizes")
 
     findings = sorted(v.findings.values(),
                       key=lambda f: (-SEVERITY_ORDER[f["severity"]], f["line"]))
@@ -525,3 +529,35 @@ def analyze(source: str, *, reference_source: str | None = None,
         "redefines": redefined,
     })
     return report
+
+
+# A finding of a report made before the reference's value left its text: "N = 1 (reference: 8)".
+_QUOTED_REFERENCE = re.compile(r"\s*\(reference: .*\)\s*$", re.DOTALL)
+
+
+def without_reference(report: dict[str, Any]) -> dict[str, Any]:
+    """The report (as stored: with the judge's checks beside it) without what it quotes of the
+    reference: each changed constant keeps the candidate's value alone, in the report and in
+    the problem_size_changed flag's details; a finding stored with the reference's value in its
+    text loses it."""
+    out = dict(report)
+    if isinstance(out.get("problem_constants_changed"), dict):
+        out["problem_constants_changed"] = _candidate_values(out["problem_constants_changed"])
+    if isinstance(out.get("findings"), list):
+        out["findings"] = [
+            {**f, "detail": _QUOTED_REFERENCE.sub("", str(f.get("detail", "")))}
+            if isinstance(f, dict) and f.get("pattern") == "problem size" else f
+            for f in out["findings"]]
+    checks = out.get("checks")
+    details = checks.get("flag_details") if isinstance(checks, dict) else None
+    sizes = details.get("problem_size_changed") if isinstance(details, dict) else None
+    if isinstance(sizes, dict) and isinstance(sizes.get("constants"), dict):
+        sizes = {**sizes, "constants": _candidate_values(sizes["constants"])}
+        out["checks"] = {**checks, "flag_details": {**details, "problem_size_changed": sizes}}
+    return out
+
+
+def _candidate_values(changed: dict[str, Any]) -> dict[str, Any]:
+    return {name: ({k: v for k, v in values.items() if k != "reference"}
+                   if isinstance(values, dict) else values)
+            for name, values in changed.items()}

@@ -3,7 +3,11 @@ worker does (the same load path, so the owner's cached build is found), call it 
 and warm up, then once between cudaProfilerStart and cudaProfilerStop. ncu is started with
 --profile-from-start off, so only that call's kernels are measured.
 
-    python -m evaluator.worker.ncu_target JOB.json
+The call's inputs come drawn (INPUTS.pt, plain tensors written by the runner from the problem's
+get_inputs(), outside the sandbox): the reference never enters this process, which runs the
+candidate's code.
+
+    python -m evaluator.worker.ncu_target JOB.json INPUTS.pt
 """
 
 from __future__ import annotations
@@ -11,11 +15,38 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
+
+
+class NotLoaded(Exception):
+    """The kernel did not build or construct."""
+
+
+def prepare(job: dict, inputs_path: Path, *, build_dir: Path | None = None) -> tuple[Any, list]:
+    """The candidate's model, built as an evaluation's worker builds it (in `build_dir`, by
+    default the inputs' folder), and the call's inputs on the job's device."""
+    import torch
+
+    from evaluator.loading import PRECISION_DTYPES, cast_value, derive_seed
+    from evaluator.worker.base import Worker
+
+    device, precision = job["device"], job["precision"]
+    drawn = torch.load(inputs_path, weights_only=True)
+    inputs = cast_value(list(drawn["inputs"]), device, PRECISION_DTYPES[precision])
+    worker = Worker(None, device)
+    reply, _ = worker.load({"source": job["candidate_source"], "backend": job["backend"],
+                            "build_dir": str(build_dir or inputs_path.parent),
+                            "init_seed": derive_seed(int(job["seed"]), "init"),
+                            "precision": precision}, list(drawn["init_inputs"]))
+    if not reply.get("ok"):
+        raise NotLoaded(str(reply.get("error")))
+    return worker.model, inputs
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    job = json.loads(Path(args[0]).read_text())
+    job_path = Path(args[0])
+    job = json.loads(job_path.read_text())
     device = job["device"]
 
     from evaluator.process import apply_limits, resolve_limits
@@ -23,28 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     apply_limits(resolve_limits(job["limits"], device != "cpu"))
     import torch
 
-    from evaluator.loading import (
-        derive_seed,
-        make_init_inputs,
-        make_inputs,
-        module_from_source,
-        synchronize,
-    )
-    from evaluator.worker.base import Worker
+    from evaluator.loading import synchronize
 
-    seed = int(job["seed"])
-    init_seed = derive_seed(seed, "init")
-    reference = module_from_source(job["reference_source"], "kb_reference")
-    init_inputs = make_init_inputs(reference, init_seed)
-    inputs = make_inputs(reference, derive_seed(seed, "ncu"), device, job["precision"])
-    worker = Worker(None, device)
-    reply, _ = worker.load({"source": job["candidate_source"], "backend": job["backend"],
-                            "build_dir": str(Path(args[0]).parent), "init_seed": init_seed,
-                            "precision": job["precision"]}, init_inputs)
-    if not reply.get("ok"):
-        print(f"the kernel did not load: {reply.get('error')}", file=sys.stderr)
+    try:
+        model, inputs = prepare(job, Path(args[1]), build_dir=job_path.parent)
+    except NotLoaded as exc:
+        print(f"the kernel did not load: {exc}", file=sys.stderr)
         return 3
-    model = worker.model
     with torch.no_grad():
         model(*inputs)  # compiles, autotunes and warms up outside the measured range
         synchronize(device)

@@ -36,13 +36,12 @@ from typing import Any
 
 import torch
 
-from evaluator.loading import iter_tensors, make_inputs, synchronize
+from evaluator.loading import iter_tensors, synchronize
 from evaluator.samples import KEEP_BYTES, KEEP_CALLS, describe, flatten_output, storage_ptr
 from evaluator.worker.base import Worker
 from evaluator.worker.launches import Launches
 
 REFRESH_FAMILIES = ("draws", "none")
-REFERENCE_COPY_MODULE = "kb_reference_copy"
 
 
 # --- the candidate's process -----------------------------------------------------------------
@@ -355,16 +354,6 @@ class ProbeWorker(Worker):
             "children": _children(),
         }
 
-    def reference_copy(self, source: str) -> types.ModuleType:
-        """The problem's reference, loaded here once (its get_inputs() makes the timing draws,
-        its Model is profiled beside the candidate). Evidence only, like all else here: what
-        the judge compares against is computed in the judge."""
-        from evaluator.loading import module_from_source
-
-        if self.reference is None:
-            self.reference = module_from_source(source, REFERENCE_COPY_MODULE)
-        return self.reference
-
     # --- commands ------------------------------------------------------------------------------
     def probe_load(self, header: dict, init_inputs: Any) -> tuple[dict, Any]:
         from evaluator import loading
@@ -448,8 +437,9 @@ class ProbeWorker(Worker):
                 "probe": self.state()}, outputs
 
     def profile(self, header: dict | None = None) -> tuple[dict, Any]:
-        """One more call, on the first timing set (or, in a profiling process, a set it draws
-        itself: header "draw"), under the profilers (never timed).
+        """One more call, on the inputs the judge sent for it, under the profilers (never timed):
+        with this command, or, in a profiling process, ahead of the kernel's load with a
+        "profile" command that only holds them (header "hold") until the calls come.
 
         On an H200 the first CUDA profiler session of a process takes 4 to 6.5 s to start (CUPTI),
         most of an already compiled kernel's evaluation; later ones take a millisecond. It is
@@ -457,21 +447,14 @@ class ProbeWorker(Worker):
         of 16 to 25 us timed 30 to 40% slower than before it, and launches cost 10 to 19 us
         instead of 8 to 11, so it would skew the timing.
 
-        On a GPU the reference is profiled here too, after the candidate, when the judge sends
-        its source: the profiler is already up in this process (a millisecond), where starting it
-        in the judge would cost seconds. The figures are for reading (the per-kernel table), never
-        for a verdict: this process is the candidate's."""
+        Nothing of the reference comes here, nor is it profiled here: this process runs the
+        candidate's code, which reads whatever the process holds, and a private problem's
+        reference is not its submitter's to read (docs/security.md)."""
         header = header or {}
-        draw = header.get("draw") if isinstance(header.get("draw"), dict) else None
-        if draw and self.model is not None:
-            # A profiling process draws its own set from the problem's get_inputs(), so that
-            # its calls need no transfer and can run beside the correctness trials.
-            try:
-                self.sets = [make_inputs(self.reference_copy(str(draw["reference_source"])),
-                                         int(draw.get("seed") or 0), self.device,
-                                         str(draw.get("precision") or "fp32"))]
-            except BaseException as exc:
-                return self._failure(exc, "harness_error", "profile inputs"), None
+        if header.get("hold"):
+            # A profiling process's set, before the kernel is here: the calls come next.
+            held = self.sets[0] if self.sets else []
+            return {"ok": True, "held": len(held)}, None
         if not self.sets or self.model is None:
             return {"ok": False, "verdict": "harness_error", "error": "nothing to profile"}, None
         inputs = self.sets[0]
@@ -504,8 +487,6 @@ class ProbeWorker(Worker):
                  "device_kernels": [[k, v[0]] for k, v in top],
                  "kernel_calls": {k: int(v[1]) for k, v in top},
                  "device_total_us": sum(v[0] for v in kernels.values())}
-        if on_gpu and header.get("reference_source"):
-            reply["reference"] = self._profile_reference(header, inputs)
         return reply, None
 
     def profiler_warm(self) -> dict:
@@ -525,31 +506,6 @@ class ProbeWorker(Worker):
         except BaseException as exc:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
         return {"ok": True, "warm_s": time.perf_counter() - t0}
-
-    def _profile_reference(self, header: dict, inputs: Any) -> dict:
-        from torch.profiler import ProfilerActivity, profile
-
-        from evaluator.loading import build_model, make_init_inputs
-
-        try:
-            module = self.reference_copy(str(header["reference_source"]))
-            seed = int(header.get("init_seed") or 0)
-            model = build_model(module.Model, make_init_inputs(module, seed), seed, self.device,
-                                str(header.get("precision") or "fp32"))
-            with torch.no_grad():
-                model(*inputs)  # its first call (lazy set-up) stays out of the profile
-                synchronize(self.device)
-                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                    t0 = time.perf_counter()
-                    model(*inputs)
-                    synchronize(self.device)
-                    host_s = time.perf_counter() - t0
-        except BaseException as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
-        kernels = sorted(_device_kernels(prof).items(), key=lambda kv: -kv[1][0])[:60]
-        return {"device_kernels": [[k, v[0]] for k, v in kernels],
-                "kernel_calls": {k: int(v[1]) for k, v in kernels},
-                "device_total_us": sum(v[0] for _, v in kernels), "call_host_ms": host_s * 1e3}
 
     def _profiled_call(self, own: OwnCodeProfile, inputs: Any) -> float:
         with torch.no_grad():
