@@ -6,7 +6,7 @@
 #
 # Sections: harness exploits tests runner sandbox (the default: all five), and the longer ones
 # named alone: suites (the exploit and attack suites, parts side by side where they can be, and
-# a table), starters (the CUDA, Triton and PyTorch starters through `kb check`, first and
+# a table; SUITES_ONLY names the parts to run), starters (the CUDA, Triton and PyTorch starters through `kb check`, first and
 # warm; STARTER_PROBLEMS), sharing (bench/gpu_sharing.py: evaluations per GPU-hour and warm
 # latency with one evaluation per GPU and with several sharing it, and the timing proof), verdicts
 # cpuexploits (the CPU exploit suite, tests/exploits, on this host), clock (bench/judge_clock.py:
@@ -128,6 +128,8 @@ for section in $sections; do
             : >"$OUT/suites.tsv"
             suite() {  # suite NAME PYTEST_ARGS...: its log to $OUT/suite_NAME.log, a row to the table
                 local name=$1 start=$SECONDS; shift
+                # SUITES_ONLY="exploits-a attacks ...": the parts to run (all by default).
+                [[ -z ${SUITES_ONLY:-} || " $SUITES_ONLY " == *" $name "* ]] || return 0
                 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider "$@" \
                     >"$OUT/suite_$name.log" 2>&1
                 local rc=$?
@@ -155,6 +157,7 @@ for section in $sections; do
                 printf '%-11s %3s %6s  %s\n' "$name" "$rc" "$secs" "$summary"
             done <"$OUT/suites.tsv"
             for part in exploits-a exploits-b attacks build harness noisy limits; do
+                [[ -f $OUT/suite_$part.log ]] || continue
                 grep -E '^(FAILED|ERROR) ' "$OUT/suite_$part.log" | head -n 10
             done
             true ;;  # each part's status is counted above
