@@ -439,6 +439,41 @@ def round_trip(worker_call: Call, local_call: Call, draw: Callable[[int], list],
             "echo_se_ms": se_median(echoes) if echoes else 0.0, "n": len(remote[1])}
 
 
+def path_cost(cand: Side, rtt: dict[str, float], ref_excess: list[float], *,
+              on_gpu: bool) -> dict[str, float]:
+    """What the worker's path costs per call of the candidate's blocks beyond the judge's own
+    (the reference's, `ref_excess` per block): a hand-over's cost shared by the block's calls
+    and a cost per call, both from the calibration (`round_trip`); the host's load drift; and
+    the standard error of all the judge subtracts."""
+    size = max(1, cand.block)
+    ref_seen = statistics.median(ref_excess) if ref_excess else 0.0
+    # The host's load moved between the calibration and the timing by what the echo's round
+    # trip moved (two wakeups a hand-over, as in a block through the worker).
+    drift, drift_se = 0.0, 0.0
+    if rtt.get("echo_ms") is not None and cand.echo:
+        drift = statistics.median(cand.echo) - float(rtt["echo_ms"])
+        drift_se = math.hypot(se_median(cand.echo), float(rtt.get("echo_se_ms") or 0.0))
+    # The worker's path cannot cost less than the judge's own: a calibration that says so was
+    # disturbed, and counts as no extra cost (never as a credit against the candidate).
+    handover = max(0.0, float(rtt.get("handover_ms", rtt.get("median_ms")) or 0.0))
+    per_call = max(0.0, float(rtt.get("per_call_ms") or 0.0))
+    # The judge's own path per call at the calibration, in blocks as the reference's now.
+    local = float(rtt.get("local_per_call_ms") or rtt.get("local_ms") or 0.0)
+    if not on_gpu and local > 0 and ref_seen > local:
+        # On a CPU runner the worker's path is host work that a host busier than at the
+        # calibration slows as much as the judge's own path, which the reference's blocks show
+        # (a worker that keeps the host busy while the reference is timed to inflate this is
+        # flagged background_thread: timed._name_work_beside_the_reference).
+        busy = min(ref_seen / local, 10.0)
+        handover, per_call = handover * busy, per_call * busy
+    path = handover / size + per_call  # the worker's path per call, beyond the judge's
+    se = math.sqrt(se_median(ref_excess) ** 2
+                   + (float(rtt.get("handover_se_ms", rtt.get("se_ms")) or 0.0) / size) ** 2
+                   + float(rtt.get("per_call_se_ms") or 0.0) ** 2 + (drift_se / size) ** 2)
+    return {"handover_ms": handover, "per_call_ms": per_call, "drift_ms": drift,
+            "path_ms": path, "se_ms": se}
+
+
 def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
           on_gpu: bool = True) -> dict[str, Any]:
     """The judge's own figure for the candidate's call, and whether it explains the worker's
@@ -466,30 +501,10 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
     cand_excess, ref_excess = excess(cand, one_flush_ms), excess(ref, one_flush_ms)
     seen = statistics.median(cand_excess) if cand_excess else 0.0
     ref_seen = statistics.median(ref_excess) if ref_excess else 0.0
-    # The host's load moved between the calibration and the timing by what the echo's round
-    # trip moved (two wakeups a hand-over, as in a block through the worker).
-    drift, drift_se = 0.0, 0.0
-    if rtt.get("echo_ms") is not None and cand.echo:
-        drift = statistics.median(cand.echo) - float(rtt["echo_ms"])
-        drift_se = math.hypot(se_median(cand.echo), float(rtt.get("echo_se_ms") or 0.0))
-    # The worker's path cannot cost less than the judge's own: a calibration that says so was
-    # disturbed, and counts as no extra cost (never as a credit against the candidate).
-    handover = max(0.0, float(rtt.get("handover_ms", rtt.get("median_ms")) or 0.0))
-    per_call = max(0.0, float(rtt.get("per_call_ms") or 0.0))
-    # The judge's own path per call at the calibration, in blocks as the reference's now.
-    local = float(rtt.get("local_per_call_ms") or rtt.get("local_ms") or 0.0)
-    if not on_gpu and local > 0 and ref_seen > local:
-        # On a CPU runner the worker's path is host work that a host busier than at the
-        # calibration slows as much as the judge's own path, which the reference's blocks show
-        # (a worker that keeps the host busy while the reference is timed to inflate this is
-        # flagged background_thread: timed._name_work_beside_the_reference).
-        busy = min(ref_seen / local, 10.0)
-        handover, per_call = handover * busy, per_call * busy
-    path = handover / size + per_call  # the worker's path per call, beyond the judge's
+    cost = path_cost(cand, rtt, ref_excess, on_gpu=on_gpu)
+    handover, per_call, drift = cost["handover_ms"], cost["per_call_ms"], cost["drift_ms"]
+    path, se = cost["path_ms"], cost["se_ms"]
     expected = ref_seen + path + drift / size
-    se = math.sqrt(se_median(ref_excess) ** 2
-                   + (float(rtt.get("handover_se_ms", rtt.get("se_ms")) or 0.0) / size) ** 2
-                   + float(rtt.get("per_call_se_ms") or 0.0) ** 2 + (drift_se / size) ** 2)
     rel, path_share = ((REL_TOLERANCE, PATH_TOLERANCE) if on_gpu
                        else (CPU_REL_TOLERANCE, CPU_PATH_TOLERANCE))
     tolerance = ABS_TOLERANCE_MS + STANDARD_ERRORS * se + rel * cand_block + path_share * path

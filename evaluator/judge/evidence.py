@@ -32,18 +32,15 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
-import struct
 import time
 from pathlib import Path
 from typing import Any
 
+from evaluator.judge.elf import Budget, elf_functions, identifiers, pread
 from evaluator.process import stat_fields
 
 MAX_SO_BYTES = 1 << 30  # of the extensions one evaluation maps, at most this much is read
-MAX_TABLE_BYTES = 64 << 20  # a symbol or string table larger than this is not read
-MAX_SYMBOLS = 1 << 20  # names kept from one extension's symbol tables, at most
 MAX_ARTIFACTS = 20  # files of the slot the worker maps that are vouched for, at most
 MAX_CACHE_FILES = 2000  # files of a compiler's cache folder read for the names, at most
 MAX_CACHE_FILE_BYTES = 64 << 20  # of each, at most this much is read
@@ -328,112 +325,6 @@ def slot_files(root: Path, folder: str, *, suffixes: tuple[str, ...] = (),
     return found
 
 
-def _pread(fd: int, offset: int, length: int) -> bytes:
-    out = bytearray()
-    while len(out) < length:
-        chunk = os.pread(fd, min(length - len(out), 1 << 24), offset + len(out))
-        if not chunk:
-            break
-        out += chunk
-    return bytes(out)
-
-
-# --- ELF symbols -------------------------------------------------------------------------------
-_SHT_SYMTAB, _SHT_STRTAB, _SHT_DYNSYM = 2, 3, 11
-_STT_FUNC, _STT_GNU_IFUNC = 2, 10
-_ET_DYN = 3
-_SECTION = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
-_SYMBOL = struct.Struct("<IBBHQQ")  # Elf64_Sym
-_MAX_SECTIONS = 1 << 16
-
-
-class _Budget:
-    """What one evidence check may still read of the candidate's files, in bytes."""
-
-    def __init__(self, total: int):
-        self.left = total
-
-
-def elf_functions(fd: int, size: int, budget: _Budget) -> set[str] | str:
-    """The functions an ELF64 little-endian shared object defines in its symbol tables (the
-    dynamic one, .dynsym, and the full one, .symtab, where the build kept it): the names of its
-    defined FUNC (and IFUNC) symbols. Read with pread from `fd` (the file the judge opened),
-    each offset and size checked against the file's size (`size`, its fstat) and the bytes
-    really read, every table capped. Returns why not where the file is not such an object."""
-
-    def read(offset: int, length: int) -> bytes | None:
-        if offset < 0 or length < 0 or offset + length > size or length > budget.left:
-            return None
-        data = _pread(fd, offset, length)
-        budget.left -= len(data)
-        return data if len(data) == length else None
-
-    head = read(0, 64)
-    if head is None or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
-        return "not an ELF64 shared object"
-    e_type, = struct.unpack_from("<H", head, 16)
-    e_shoff, = struct.unpack_from("<Q", head, 40)
-    e_shentsize, e_shnum = struct.unpack_from("<HH", head, 58)
-    if e_type != _ET_DYN:
-        return "not an ELF64 shared object"
-    if e_shentsize < _SECTION.size or e_shoff == 0:
-        return "no section headers"
-    if e_shnum == 0:  # more sections than fit: the count is the first header's sh_size
-        first = read(e_shoff, _SECTION.size)
-        if first is None:
-            return "its section headers lie outside the file"
-        e_shnum = _SECTION.unpack(first)[5]
-    if not 0 < e_shnum <= _MAX_SECTIONS:
-        return "no section headers"
-    table = read(e_shoff, e_shnum * e_shentsize)
-    if table is None:
-        return "its section headers lie outside the file"
-    sections = [_SECTION.unpack_from(table, i * e_shentsize) for i in range(e_shnum)]
-    names: set[str] = set()
-    tables = 0
-    for section in sections:
-        if section[1] not in (_SHT_DYNSYM, _SHT_SYMTAB):
-            continue
-        offset, length, link, entsize = section[4], section[5], section[6], section[9]
-        if entsize != _SYMBOL.size or link >= e_shnum or sections[link][1] != _SHT_STRTAB \
-                or length > MAX_TABLE_BYTES or sections[link][5] > MAX_TABLE_BYTES:
-            continue
-        symbols = read(offset, length - length % _SYMBOL.size)
-        strings = read(sections[link][4], sections[link][5])
-        if symbols is None or strings is None:
-            continue
-        tables += 1
-        for at in range(0, len(symbols), _SYMBOL.size):
-            st_name, st_info, _, st_shndx, _, _ = _SYMBOL.unpack_from(symbols, at)
-            if st_info & 0xF not in (_STT_FUNC, _STT_GNU_IFUNC) or st_shndx == 0:
-                continue  # not a function, or one it uses and does not define
-            end = strings.find(b"\0", st_name, st_name + 4096)
-            if st_name >= len(strings) or end <= st_name:
-                continue
-            names.add(strings[st_name:end].decode("utf-8", "replace"))
-            if len(names) >= MAX_SYMBOLS:
-                return names
-    return names if tables else "no symbol table"
-
-
-_SOURCE_NAME = re.compile(r"(?<![0-9])([1-9][0-9]{0,3})")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _identifiers(symbols: set[str]) -> set[str]:
-    """Each symbol, and the identifiers of a C++ (Itanium ABI) one: the <length><name> parts
-    of `_Z12relu_forwardN2at6TensorE` (relu_forward, at, Tensor)."""
-    out = set(symbols)
-    for symbol in symbols:
-        if not symbol.startswith("_Z"):
-            continue
-        for m in _SOURCE_NAME.finditer(symbol):
-            name = symbol[m.end():m.end() + int(m.group(1))]
-            if len(name) == int(m.group(1)) and _IDENTIFIER.fullmatch(name):
-                out.add(name)
-    return out
-
-
 def _slot_relative(path: str, sandbox_root: str | None, host_root: Path) -> str | None:
     """A path the worker sees, relative to the build slot, if it is in the slot."""
     roots = [str(host_root)] + ([sandbox_root] if sandbox_root else [])
@@ -471,7 +362,7 @@ def mapped_files(pids: list[int]) -> tuple[list[tuple[str, int, int, int]], list
 
 
 def _vouch(build_root: Path, relative: str, mappings: set[tuple[int, int, int]],
-           budget: _Budget) -> set[str] | str:
+           budget: Budget) -> set[str] | str:
     """The functions of the slot's file that the worker maps at `relative`, where the judge can
     vouch that the file it opened itself is that mapping's; else why not."""
     opened = open_in_slot(build_root, relative)
@@ -518,7 +409,7 @@ def _extension_evidence(report: dict[str, Any], reported: list[str], worker_pid:
         report["missing"] = (f"{NOT_CONFIRMED}: the worker's mappings could not be read "
                              f"({', '.join(unreadable[:3]) or 'no process'})")
         return
-    budget = _Budget(MAX_SO_BYTES)
+    budget = Budget(MAX_SO_BYTES)
     artifacts: dict[str, str] = {}
     defined: set[str] = set()
     for relative in sorted(in_slot)[:MAX_ARTIFACTS]:
@@ -527,7 +418,7 @@ def _extension_evidence(report: dict[str, Any], reported: list[str], worker_pid:
             artifacts[relative] = functions
             continue
         artifacts[relative] = f"ELF, {len(functions)} functions"
-        defined |= _identifiers(functions)
+        defined |= identifiers(functions)
     report["artifacts"] = artifacts
     report["named"] = sorted({n for n in reported if n and n in defined})
     if not any(v.startswith("ELF") for v in artifacts.values()):
@@ -574,7 +465,7 @@ def _files_naming(build_root: Path, folder: str, names: dict[str, str]) -> set[s
             continue
         fd, st = opened
         try:
-            data = _pread(fd, 0, min(st.st_size, MAX_CACHE_FILE_BYTES))
+            data = pread(fd, 0, min(st.st_size, MAX_CACHE_FILE_BYTES))
         except OSError:
             continue
         finally:
