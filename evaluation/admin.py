@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from evaluation.models import Hardware, Runner
+from evaluation.models import AccountWeight, Hardware, Runner
 
 
 @admin.register(Hardware)
@@ -15,3 +15,12 @@ class RunnerAdmin(admin.ModelAdmin):
         "name", "hardware", "host", "last_seen", "current_submission_id", "evaluations_done",
     ]
     list_filter = ["hardware"]
+
+
+@admin.register(AccountWeight)
+class AccountWeightAdmin(admin.ModelAdmin):
+    """Fair share (evaluation/fairness.py): an account of weight w takes w turns per round."""
+
+    list_display = ["user", "weight", "note", "updated_at"]
+    search_fields = ["user__username", "note"]
+    autocomplete_fields = ["user"]

@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -72,3 +73,25 @@ class Runner(models.Model):
     @property
     def is_online(self) -> bool:
         return self.last_seen >= self.online_since()
+
+
+class AccountWeight(models.Model):
+    """An account's share of the runners (evaluation/fairness.py): it takes `weight` turns for
+    every one of an account without a row here (weight 1). Set by an operator in the admin: a
+    lab's RL account, a competition's entries while it runs."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="fair_share_weight"
+    )
+    weight = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Turns this account takes for each turn of an ordinary account (1).",
+    )
+    note = models.CharField(max_length=200, blank=True, help_text="Why, for the next operator.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["user"]
+
+    def __str__(self) -> str:
+        return f"{self.user} x{self.weight}"

@@ -15,7 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from competitions.services import standings_refresh_for
-from evaluation import leases, scoring
+from evaluation import fairness, leases, scoring
 from evaluation.models import Runner
 from evaluator.config import default_timing
 from evaluator.errors import clean_text, truncate
@@ -29,7 +29,7 @@ from leaderboard.services import board_refresh_for
 from problems.models import Baseline
 from submissions.events import submission_status_publish
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
-from submissions.queues import enqueue_reverification
+from submissions.queues import REVERIFICATIONS, enqueue_reverification, fair_sources
 from submissions.reverifications import ReverificationError, reverification_request
 from submissions.runs.samples import run_sample_refresh
 from submissions.selectors import submission_status_payload
@@ -40,16 +40,53 @@ PROGRESS_SAVE_EVERY = 0.5  # seconds between progress writes, so a fast kernel c
 
 
 def evaluate_submission(*, submission_id: int, runner_name: str) -> str:
-    """Evaluate one submission if this worker wins the claim; returns what happened."""
-    submission = (
-        Submission.objects.select_related("problem", "problem_version", "hardware")
-        .filter(pk=submission_id)
-        .first()
+    """A submission's task: the runner claims the fair next work of the submission's hardware
+    (run_next), which need not be this submission; returns what happened."""
+    hardware_id = Submission.objects.filter(pk=submission_id).values_list(
+        "hardware_id", flat=True).first()
+    if hardware_id is None:  # deleted since it was queued: its task still serves the queue
+        hardware_id = Runner.objects.filter(name=runner_name).values_list(
+            "hardware_id", flat=True).first()
+        if hardware_id is None:
+            return "gone"
+    return run_next(hardware_id=hardware_id, runner_name=runner_name)
+
+
+def run_next(*, hardware_id: int, runner_name: str) -> str:
+    """Claim the fair next submission or re-verification of the hardware (evaluation/fairness.py,
+    the one rule) and run it: whichever row a task's message named, the runner takes the row
+    the rule puts first, with the lease's conditional update (one winner). Every queued row has
+    a task, and each task claims at most one row, so none is lost and none runs twice; a task
+    that finds nothing to claim (a redelivered one) returns "not claimed"."""
+    handed_back = []
+
+    def claim(source, waiting):
+        model = source.rows.model
+        row = model.objects.filter(pk=waiting.pk).first()
+        if row is None:
+            return None
+        won = row.claim(runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS)
+        return row if won else None
+
+    def refused(source, row) -> None:  # a re-verification this runner must leave to another
+        if row.hand_back(runner_name=runner_name):
+            handed_back.append(row.pk)
+
+    claimed = fairness.claim_next(
+        fair_sources(hardware_id), runner_name=runner_name, claim=claim, refused=refused
     )
-    if submission is None:
-        return "gone"  # deleted since it was queued; nothing to evaluate
-    if not submission.claim(runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS):
-        return "not claimed"
+    if claimed is None:
+        return "left for another runner" if handed_back else "not claimed"
+    source, row = claimed
+    if source == REVERIFICATIONS:
+        return _reverify_claimed(row, runner_name=runner_name)
+    return _evaluate_claimed(row, runner_name=runner_name)
+
+
+def _evaluate_claimed(submission: Submission, *, runner_name: str) -> str:
+    """Evaluate a submission this runner has claimed."""
+    submission = Submission.objects.select_related(
+        "problem", "problem_version", "hardware").get(pk=submission.pk)
     Runner.objects.filter(name=runner_name).update(current_submission_id=submission.pk)
     submission_status_publish(submission=submission)
     try:
@@ -303,24 +340,23 @@ def _hold_new_record(evaluation: Evaluation) -> None:
 
 
 def reverify_submission(*, reverification_id: int, runner_name: str) -> str:
-    """Run one queued re-verification if this runner may and wins the claim."""
-    reverification = (
-        Reverification.objects.select_related(
-            "submission__problem", "submission__problem_version", "submission__hardware",
-            "checked_evaluation",
-        )
-        .filter(pk=reverification_id)
-        .first()
-    )
-    if reverification is None or reverification.is_finished:
+    """A re-verification's task: like a submission's, it claims the fair next work of its
+    hardware (run_next); a runner that may not run this one leaves it for another."""
+    open_rows = Reverification.objects.exclude(status__in=Reverification.FINISHED)
+    hardware_id = open_rows.filter(pk=reverification_id).values_list(
+        "submission__hardware_id", flat=True).first()
+    if hardware_id is None:
         return "gone"
+    return run_next(hardware_id=hardware_id, runner_name=runner_name)
+
+
+def _reverify_claimed(reverification: Reverification, *, runner_name: str) -> str:
+    """Run a re-verification this runner has claimed."""
+    reverification = Reverification.objects.select_related(
+        "submission__problem", "submission__problem_version", "submission__hardware",
+        "checked_evaluation",
+    ).get(pk=reverification.pk)
     submission = reverification.submission
-    if not reverification.claim(
-        runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS
-    ):
-        if reverification.hand_back(runner_name=runner_name):
-            return "left for another runner"
-        return "not claimed"
     Runner.objects.filter(name=runner_name).update(current_submission_id=submission.pk)
     try:
         job = build_job(submission, avoid_seeds=_seeds_used(submission))

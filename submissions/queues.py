@@ -9,7 +9,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from evaluation import leases
+from evaluation import fairness, leases
 from submissions.models import NcuReport, Reverification, Submission
 
 log = logging.getLogger(__name__)
@@ -17,6 +17,29 @@ log = logging.getLogger(__name__)
 # Handing a task to the broker is retried this many times (a locked database, a Redis blip)
 # before the submission is left to the sweep for unqueued submissions.
 ENQUEUE_ATTEMPTS = 3
+
+
+# The order of a hardware's sources in fair_sources (fairness.Waiting.source).
+SUBMISSIONS, REVERIFICATIONS = 0, 1
+
+
+def fair_sources(hardware_id: int) -> list[fairness.Source]:
+    """What a runner of the hardware claims by the fair rule (evaluation/fairness.py), and whose
+    it is: submissions (a model run's samples are its owner's; test runs like any other) and
+    re-verifications (their submission's owner's, so a would-be record takes its owner's turn)."""
+    return [
+        fairness.Source(
+            rows=Submission.objects.filter(hardware_id=hardware_id),
+            account=fairness.account_expression("user_id", "run__created_by_id"),
+        ),
+        fairness.Source(
+            rows=Reverification.objects.filter(submission__hardware_id=hardware_id),
+            account=fairness.account_expression(
+                "submission__user_id", "submission__run__created_by_id"
+            ),
+            may_run=lambda runner_name, row: row.may_run_on(runner_name),
+        ),
+    ]
 
 
 def enqueue_evaluation(submission: Submission) -> bool:

@@ -9,12 +9,13 @@ from django.conf import settings
 from django.db.models import Count, Q, TextChoices
 from django.utils import timezone
 
-from evaluation import compile_log, leases, scoring
+from evaluation import compile_log, fairness, scoring
 from evaluation.models import Hardware, Runner
 from evaluator import verdicts
 from evaluator.errors import clean_text, truncate
 from evaluator.runner.static_report import without_reference
 from submissions.models import Evaluation, Reverification, Submission
+from submissions.queues import SUBMISSIONS, fair_sources
 
 # Characters of one log field shown on a page or in the API (head and tail, with a marker).
 DEFAULT_LOG_DISPLAY_CHARS = 64 * 1024
@@ -191,28 +192,17 @@ def evaluation_logs(evaluation, *, details: bool) -> dict[str, str]:
     return logs
 
 
-def _earlier(submission: Submission, *, prefix: str = "") -> Q:
-    """Rows queued before the submission (its own hardware's queue is first in, first out)."""
-    return Q(**{f"{prefix}created_at__lt": submission.created_at})
-
-
 def queue_position(submission: Submission) -> int | None:
     """1 for the next to run on its hardware; None once it left the queue.
 
-    Its place among the work a runner of the hardware can claim (evaluation.leases.claimable:
-    queued, or running on a lease whose runner died): the submissions and re-verifications
-    queued before it, then itself.
+    Its place in the order the runners claim by (evaluation/fairness.py, the one rule: round-
+    robin by account, oldest first within one, weights), among the submissions and
+    re-verifications a runner of the hardware can claim, played forward from now: work of other
+    accounts submitted later may still come before it, and goes after it once its turn is due.
     """
     if submission.status != Submission.Status.QUEUED:
         return None
-    claimable = leases.claimable()
-    ahead = Submission.objects.filter(
-        claimable, _earlier(submission), hardware_id=submission.hardware_id
-    ).count()
-    ahead += Reverification.objects.filter(
-        claimable, _earlier(submission), submission__hardware_id=submission.hardware_id
-    ).count()
-    return ahead + 1
+    return fairness.position(fair_sources(submission.hardware_id), SUBMISSIONS, submission.pk)
 
 
 # How many of the hardware's latest evaluations the wait estimate takes its median from.
