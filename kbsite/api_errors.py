@@ -35,6 +35,12 @@ class ApiErrorSerializer(serializers.Serializer):
     line = serializers.IntegerField(
         required=False, help_text="For a syntax_error: the source's line (1-based)."
     )
+    quota = serializers.JSONField(
+        required=False,
+        help_text="For quota_gpu_seconds: budget, used and reserved (by your waiting or running "
+        "submissions) evaluation seconds today, needed (this request's estimate), waiting, "
+        "frees_at (when enough is expected to free) and resets_at.",
+    )
 
 
 def error_body(detail: str, code: str, **extra) -> dict:

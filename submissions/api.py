@@ -82,6 +82,7 @@ def submission_error_response(error: SubmissionError) -> Response:
             allowed=error.allowed,
             retry_after=error.retry_after,
             line=getattr(error, "line", None),  # a SourceError's
+            quota=error.figures,
         ),
         status=ERROR_STATUS.get(error.code, 400),
         headers=headers,
@@ -514,6 +515,7 @@ class QuotaApi(ApiMixin, APIView):
             "queued_left": usage.queued_left,
             "gpu_seconds": usage.gpu_seconds,
             "gpu_seconds_per_day": usage.gpu_seconds_per_day,
+            "gpu_seconds_reserved": usage.gpu_seconds_reserved,
             "gpu_seconds_left": usage.gpu_seconds_left,
             "resets_at": usage.resets_at,
         }

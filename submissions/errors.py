@@ -18,6 +18,8 @@ class SubmissionError(Exception):
         self.code = code  # too_large, not_utf8, unknown_problem, quota_queued, ...
         self.allowed = allowed
         self.retry_after = retry_after  # seconds, for the quota errors
+        # quota_gpu_seconds: the budget, what is used and reserved, when enough frees.
+        self.figures: dict | None = None
 
 
 class BatchError(Exception):

@@ -514,7 +514,11 @@ class QuotaSerializer(serializers.Serializer):
     queued_left = serializers.IntegerField(allow_null=True)
     gpu_seconds = serializers.FloatField(help_text="Evaluation seconds used today (UTC).")
     gpu_seconds_per_day = serializers.IntegerField(help_text="The daily budget; 0: no limit.")
-    gpu_seconds_left = serializers.FloatField(allow_null=True)
+    gpu_seconds_reserved = serializers.FloatField(
+        help_text="Evaluation seconds reserved by your submissions waiting or running, each at "
+        "its problem's estimate on its hardware, until it finishes.")
+    gpu_seconds_left = serializers.FloatField(
+        allow_null=True, help_text="The budget less what is used and reserved.")
     resets_at = serializers.DateTimeField(help_text="When today's evaluation seconds reset.")
 
 

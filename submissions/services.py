@@ -14,7 +14,7 @@ from submissions.errors import BatchError, SubmissionError
 from submissions.events import submission_status_publish
 from submissions.models import Submission
 from submissions.queues import enqueue_evaluation
-from submissions.quotas import QuotaExceeded, quota_check
+from submissions.quotas import QuotaExceeded, Work, quota_check
 from submissions.runs.models import Model, Run
 from submissions.sources import check_kernel_source, check_source_text, clean_filename
 
@@ -73,13 +73,13 @@ def _check_test_run(*, test_run: bool, timed: bool, run: Run | None) -> None:
         )
 
 
-def _check_quota(user, *, adding: int) -> None:
+def _check_quota(user, *, work: list[Work]) -> None:
     try:
-        quota_check(user=user, adding=adding)
+        quota_check(user=user, work=work)
     except QuotaExceeded as error:
-        raise SubmissionError(
-            error.message, code=error.code, retry_after=error.retry_after
-        ) from None
+        refused = SubmissionError(error.message, code=error.code, retry_after=error.retry_after)
+        refused.figures = error.figures  # the budget, used, reserved, when it frees
+        raise refused from None
 
 
 def _lock_user(user) -> None:
@@ -131,7 +131,7 @@ def submission_create(
         with transaction.atomic():
             if user is not None:
                 _lock_user(user)
-                _check_quota(user, adding=1)
+                _check_quota(user, work=[Work(problem.pk, hardware.pk, timed)])
             submission = Submission.objects.create(
                 user=user,
                 model=model,
@@ -338,7 +338,8 @@ def submission_create_batch(
         raise BatchError(errors)
     if user is not None and not idempotency_key:
         # Checked for the whole batch first, for one clear answer; each create checks again.
-        _check_quota(user, adding=len(resolved))
+        _check_quota(user, work=[Work(item["problem"].pk, item["hardware"].pk,
+                                      item.get("timed", True)) for item in resolved])
     with transaction.atomic():
         return [
             submission_create(

@@ -285,14 +285,103 @@ def test_the_quota_endpoint_tells_an_agent_what_it_has_left(api, user, ready, cp
                                                            settings):
     settings.QUOTA_MAX_QUEUED = 5
     settings.QUOTA_GPU_SECONDS_PER_DAY = 60
-    stored(user, ready, cpu_hardware)
     evaluated(stored(user, ready, cpu_hardware), phases={"wall": 20.0})
+    stored(user, ready, cpu_hardware)  # reserved at the 20 s its problem took
     body = api.get("/api/v1/quota/").json()
     assert body["exempt"] is False
     assert (body["queued"], body["max_queued"], body["queued_left"]) == (1, 5, 4)
     assert body["gpu_seconds"] == pytest.approx(20.0)
-    assert body["gpu_seconds_left"] == pytest.approx(40.0)
+    assert body["gpu_seconds_reserved"] == pytest.approx(20.0)
+    assert body["gpu_seconds_left"] == pytest.approx(20.0)
 
 
 def test_the_quota_endpoint_needs_a_login(db):
     assert SchemaCheckedClient().get("/api/v1/quota/").status_code == 401
+
+
+# ---- the budget counts what is committed (issue 63) ----------------------------------------------
+
+
+def test_waiting_work_is_reserved_and_a_request_that_would_pass_the_budget_gets_the_figures(
+    api, user, ready, cpu_hardware, settings
+):
+    """A first evaluation of 30 s sets the estimate; two queued reserve 60 more; the third
+    would pass 100 and is refused with the budget, used, reserved and when it frees."""
+    settings.QUOTA_GPU_SECONDS_PER_DAY = 100
+    evaluated(stored(user, ready, cpu_hardware), phases={"wall": 30.0})
+    assert [post(api).status_code for _ in range(2)] == [202, 202]
+    response = post(api)
+    assert response.status_code == 429
+    body = response.json()
+    assert body["code"] == "quota_gpu_seconds"
+    assert body["quota"]["budget"] == 100
+    assert (body["quota"]["used"], body["quota"]["reserved"], body["quota"]["needed"],
+            body["quota"]["waiting"]) == (30.0, 60.0, 30.0, 2)
+    assert "used 30 of your 100 evaluation seconds today and 60 more are reserved" in body[
+        "detail"]
+    assert "frees as your waiting work finishes, in about 20 s" in body["detail"]
+    assert body["retry_after"] == int(response["Retry-After"]) == 20
+    assert Submission.objects.count() == 3
+
+    # Corrected when it finishes: a queued one took 5 s, not its 30 s estimate.
+    evaluated(Submission.objects.filter(status="queued").first(), phases={"wall": 5.0})
+    assert quota_usage(user=user).gpu_seconds_reserved == pytest.approx(30.0)
+    assert post(api).status_code == 202  # 35 used + 30 reserved + 30 needed
+
+
+def test_the_estimate_is_the_90th_percentile_of_recent_evaluations_else_the_time_limit(
+    user, ready, cpu_hardware, settings
+):
+    from submissions.quotas import Work, evaluation_estimate
+
+    work = Work(ready.pk, cpu_hardware.pk, True)
+    assert evaluation_estimate(work) == settings.EVALUATION_TIME_LIMIT
+    for wall in (10, 20, 30, 40, 50, 60, 70, 80, 90, 400):
+        evaluated(stored(user, ready, cpu_hardware), phases={"wall": float(wall)})
+    assert evaluation_estimate(work) == 90.0
+    # An untimed test run is estimated from untimed ones (none yet: the time limit).
+    assert evaluation_estimate(Work(ready.pk, cpu_hardware.pk, False)) == (
+        settings.EVALUATION_TIME_LIMIT)
+
+
+def test_a_batch_or_test_runs_that_would_pass_the_budget_are_refused_whole(
+    api, user, ready, cpu_hardware, settings
+):
+    settings.QUOTA_GPU_SECONDS_PER_DAY = 100
+    evaluated(stored(user, ready, cpu_hardware), phases={"wall": 30.0})
+    items = [{"level": 1, "number": 901, "backend": "torch", "hardware": "cpu",
+              "source": RELU}] * 3
+    response = api.post("/api/v1/submissions/batch/", {"submissions": items}, format="json")
+    assert response.status_code == 429
+    assert response.json()["quota"]["needed"] == 90.0
+    assert Submission.objects.count() == 1
+    # An untimed test run of a problem never tested so: at the time limit.
+    settings.QUOTA_GPU_SECONDS_PER_DAY = 30 + 30 + settings.EVALUATION_TIME_LIMIT - 1
+    assert post(api).status_code == 202
+    test_run = api.post("/api/v1/submissions/", payload(test_run=True), format="json")
+    assert test_run.status_code == 429, test_run.json()
+    assert test_run.json()["quota"]["needed"] == settings.EVALUATION_TIME_LIMIT
+
+
+def test_one_evaluation_at_a_time_goes_while_budget_is_left(api, user, ready, settings):
+    """A budget below one evaluation's estimate (300 s, never evaluated) still lets work
+    through, one at a time."""
+    settings.QUOTA_GPU_SECONDS_PER_DAY = 100
+    assert post(api).status_code == 202
+    assert post(api).status_code == 429
+
+
+def test_the_web_form_says_the_same_figures(client, user, ready, cpu_hardware, settings):
+    settings.QUOTA_GPU_SECONDS_PER_DAY = 100
+    evaluated(stored(user, ready, cpu_hardware), phases={"wall": 30.0})
+    stored(user, ready, cpu_hardware)
+    stored(user, ready, cpu_hardware)
+    client.force_login(user)
+    response = client.post(
+        "/submissions/new/",
+        {"problem": ready.pk, "backend": "torch", "hardware": "cpu", "precision": "fp32",
+         "source": RELU},
+    )
+    assert response.status_code == 429
+    assert ("used 30 of your 100 evaluation seconds today and 60 more are reserved by the 2 "
+            "waiting or running") in response.content.decode()
