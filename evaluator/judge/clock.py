@@ -78,7 +78,8 @@ RESOLUTION_ERRORS = 2.0
 RESOLUTION_FLOOR_MS = 0.0005
 # and this share of the worker's path per call, which drifts between the calibration and the
 # timing beyond its standard error (on a 2-core CPU host, 15 to 60 us of a 60 to 100 us path:
-# the channel's per-tensor reads and writes; on a GPU a few microseconds)
+# the channel's per-tensor reads and writes; on a GPU the copies in and out of the boxes, which
+# for KernelBench's 6 GiB tensors are milliseconds, so such calls are resolved to about 10%)
 RESOLUTION_PATH_SHARE = 0.25
 MIN_BLOCKS = 10
 
@@ -153,13 +154,14 @@ def _tensor_bytes(value: Any) -> int:
     return 0
 
 
-def block_size(call_ms: float, handover_ms: float, call_bytes: int, *, cap_bytes: int) -> int:
+def block_size(call_ms: float, handover_ms: float, call_bytes: int, *, cap_bytes: int,
+               max_block: int = MAX_BLOCK) -> int:
     """Calls per timed block: enough that the channel's cost per hand-over is at most
-    BLOCK_OVERHEAD_SHARE of the block's calls, within MAX_BLOCK and `cap_bytes` of inputs and
-    outputs alive at once."""
+    BLOCK_OVERHEAD_SHARE of the block's calls, within `max_block` and `cap_bytes` of inputs
+    and outputs alive at once."""
     want = math.ceil(max(0.0, handover_ms) / (BLOCK_OVERHEAD_SHARE * max(call_ms, 1e-4)))
-    fit = cap_bytes // call_bytes if call_bytes > 0 else MAX_BLOCK
-    return max(1, min(MAX_BLOCK, want, fit))
+    fit = cap_bytes // call_bytes if call_bytes > 0 else max_block
+    return max(1, min(max_block, want, fit))
 
 
 class TimingLoop:
@@ -171,7 +173,7 @@ class TimingLoop:
                  one_flush_ms: float, on_gpu: bool, warmup: int = 3, min_reps: int = 20,
                  max_reps: int = 500, target_rel_err: float = 0.0015, max_seconds: float = 10.0,
                  warmup_ms: float = 0.0, echo: Any = None, handover_ms: float = 0.0,
-                 cap_bytes: int = BLOCK_BYTES, **_ignored: Any):
+                 cap_bytes: int = BLOCK_BYTES, max_block: int = MAX_BLOCK, **_ignored: Any):
         self.draw, self.n_sets, self.summarize, self.sync = draw, max(1, n_sets), summarize, sync
         self.one_flush_ms, self.on_gpu = one_flush_ms, on_gpu
         self.warmup, self.min_reps, self.max_reps = int(warmup), int(min_reps), int(max_reps)
@@ -179,7 +181,7 @@ class TimingLoop:
         self.warmup_ms = warmup_ms
         self.echo = echo  # Echo: the host's round trip, sampled after each timed block
         self.handover_ms = handover_ms  # the channel's cost per hand-over (the calibration's)
-        self.cap_bytes = cap_bytes
+        self.cap_bytes, self.max_block = cap_bytes, max_block
         self.uses = [0] * self.n_sets
         self.count = 0
         self.call_bytes = 0
@@ -241,7 +243,7 @@ class TimingLoop:
             warm = min(side.warmup) if side.warmup else 0.0
             call_ms = warm - self.handover_ms + side.flushes * self.one_flush_ms
             block = block_size(call_ms, self.handover_ms, self.call_bytes,
-                               cap_bytes=self.cap_bytes)
+                               cap_bytes=self.cap_bytes, max_block=self.max_block)
         side.block = max(1, int(block))
         loop_start = time.perf_counter()
         size = side.block
@@ -386,7 +388,10 @@ def round_trip(worker_call: Call, local_call: Call, draw: Callable[[int], list],
     (and timed blocks hold one call: block_size)."""
     first = draw(-1)
     set_bytes = 2 * _tensor_bytes(first)
-    big = CALIBRATION_BLOCK if set_bytes * CALIBRATION_BLOCK <= cap_bytes else 1
+    # The largest block of calibration calls that fits (at least two calls, else one: the
+    # timed blocks then hold one call too, whose path the calibration measured whole).
+    fits = cap_bytes // set_bytes if set_bytes > 0 else CALIBRATION_BLOCK
+    big = min(CALIBRATION_BLOCK, fits) if fits >= 2 else 1
     sizes = (1, big) if big > 1 else (1,)
     remote: dict[int, list[float]] = {n: [] for n in sizes}
     local: dict[int, list[float]] = {n: [] for n in sizes}
@@ -457,8 +462,11 @@ def path_cost(cand: Side, rtt: dict[str, float], ref_excess: list[float], *,
     # disturbed, and counts as no extra cost (never as a credit against the candidate).
     handover = max(0.0, float(rtt.get("handover_ms", rtt.get("median_ms")) or 0.0))
     per_call = max(0.0, float(rtt.get("per_call_ms") or 0.0))
-    # The judge's own path per call at the calibration, in blocks as the reference's now.
-    local = float(rtt.get("local_per_call_ms") or rtt.get("local_ms") or 0.0)
+    # The judge's own path for a call made alone at the calibration: a reference path per call
+    # (in blocks) above it is a host busier than then. (Its path per call in blocks is too
+    # small and noisy a yardstick: compared with it, an idle host's reference path read as up
+    # to twice as busy, and the worker's path was subtracted twice.)
+    local = float(rtt.get("local_ms") or 0.0)
     if not on_gpu and local > 0 and ref_seen > local:
         # On a CPU runner the worker's path is host work that a host busier than at the
         # calibration slows as much as the judge's own path, which the reference's blocks show
@@ -517,7 +525,7 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
     # flushes; the median over blocks.
     own = [b - expected - skipped for b in (cand.blocks or cand.judge)]
     judge_ms = max(0.0, statistics.median(own)) if own else 0.0
-    resolution = RESOLUTION_ERRORS * se + RESOLUTION_PATH_SHARE * per_call + RESOLUTION_FLOOR_MS
+    resolution = RESOLUTION_ERRORS * se + RESOLUTION_PATH_SHARE * path + RESOLUTION_FLOOR_MS
     lower = max(judge_ms - resolution, 0.5 * judge_ms, RESOLUTION_FLOOR_MS)
     upper = max(judge_ms + resolution, lower)
     ranked = min(max(cand_block, lower), upper) if cand_block > 0 else max(judge_ms, lower)

@@ -125,6 +125,21 @@ class TimedPhases:
         return {"cmd": "block", "flush_l2": bool(cfg.get("flush_l2", True)),
                 "cpu_threads": cfg.get("cpu_threads", 1)}
 
+    @contextlib.contextmanager
+    def _reply_cap(self, calls: int) -> Iterator[None]:
+        """What the judge accepts in the reply to a block: a call's cap (trials._cap_replies,
+        from the reference's own sizes) for each of its calls."""
+        channel = self.worker.channel
+        cap = self.checks.get("reply_max_bytes")
+        if not isinstance(cap, int) or not getattr(channel, "max_tensor_bytes", None):
+            yield
+            return
+        channel.max_tensor_bytes = cap * max(1, calls)
+        try:
+            yield
+        finally:
+            channel.max_tensor_bytes = cap
+
     def _block_bytes(self) -> int:
         """What a timed block's inputs and outputs may hold together (clock.block_size)."""
         from evaluator.judge.clock import BLOCK_BYTES, BLOCK_DEVICE_SHARE
@@ -226,28 +241,13 @@ class TimedPhases:
         the driver saw of each window is kept with it (provenance.py). Returns the attempts, the
         candidate's records and outputs, and the worker's reply to "late" (what it kept) with
         its values."""
-        from evaluator.judge.clock import TimingLoop, vouch
+        from evaluator.judge.clock import MAX_BLOCK, TimingLoop, vouch
         from evaluator.judge.provenance import DeviceWatch
         from evaluator.timing import flush_ms
 
         on_gpu = self.device != "cpu"
         ref_timer = self.ref_timer
         one_flush = flush_ms(ref_timer.flush, self.device) if ref_timer.flush is not None else 0.0
-        header = self._timed_call_header()
-
-        def cand_call(blocks: list, flushes: int) -> tuple[list[dict], Any]:
-            reply, outs = self.worker.request({**header, "flushes": flushes}, blocks,
-                                              deadline=self.deadline, phase="timing")
-            if not reply.get("ok"):
-                raise self._failure(reply)
-            calls = reply.get("calls")
-            if not isinstance(calls, list) or not isinstance(outs, (list, tuple)) or (
-                    len(calls) != len(blocks) or len(outs) != len(blocks)):
-                self.flag("timing_tampered", {"block": len(blocks)})
-                raise Verdict("rejected", f"the worker answered a block of {len(blocks)} "
-                                          "timed calls with another number of replies")
-            return calls, outs
-
         def ref_call(blocks: list, flushes: int) -> tuple[list[dict], Any]:
             return self.local_path.call(ref_model, blocks, flushes)
 
@@ -256,11 +256,16 @@ class TimedPhases:
         # chosen from it and the warm-up's calls).
         handover = float(rtt.get("handover_ms", rtt.get("median_ms")) or 0.0)
 
+        # Blocks of several calls only where the calibration could tell the path's cost per
+        # call from its cost per hand-over (it made blocks of several calls: they fitted).
+        max_block = MAX_BLOCK if int(rtt.get("block") or 1) > 1 else 1
+
         def loop(offset: int) -> TimingLoop:
             return TimingLoop(lambda j, k: draw(j + offset, k), n_sets, summarize,
                               sync=ref_timer.sync, one_flush_ms=one_flush, on_gpu=on_gpu,
                               echo=self.echo, handover_ms=max(0.0, handover),
-                              cap_bytes=self._block_bytes(), **dict(self.job["timing"]))
+                              cap_bytes=self._block_bytes(), max_block=max_block,
+                              **dict(self.job["timing"]))
 
         attempts: list[dict] = []
         records: list[dict] = []
@@ -274,7 +279,7 @@ class TimedPhases:
                     offset = 2 * attempt * n_sets
                     cand_loop, ref_loop = loop(offset), loop(offset)
                     watch.open()
-                    cand = cand_loop.run(cand_call)
+                    cand = cand_loop.run(self._candidate_block)
                     cpu_before, t_ref = self._worker_cpu_s(), time.perf_counter()
                     # The same method for the reference: its calls in blocks of the same size.
                     ref = ref_loop.run(ref_call, block=cand.block)
@@ -295,6 +300,22 @@ class TimedPhases:
                                               phase="timing")
         self._name_work_beside_the_reference(beside)
         return attempts, records, outputs, reply, kept
+
+    def _candidate_block(self, blocks: list, flushes: int) -> tuple[list[dict], Any]:
+        """A block of timed calls through the worker: each call's facts, and the outputs."""
+        with self._reply_cap(len(blocks)):
+            reply, outs = self.worker.request(
+                {**self._timed_call_header(), "flushes": flushes}, blocks,
+                deadline=self.deadline, phase="timing")
+        if not reply.get("ok"):
+            raise self._failure(reply)
+        calls = reply.get("calls")
+        if not isinstance(calls, list) or not isinstance(outs, (list, tuple)) or (
+                len(calls) != len(blocks) or len(outs) != len(blocks)):
+            self.flag("timing_tampered", {"block": len(blocks)})
+            raise Verdict("rejected", f"the worker answered a block of {len(blocks)} timed "
+                                      "calls with another number of replies")
+        return calls, outs
 
     def _worker_cpu_s(self) -> float:
         """The CPU seconds the worker's whole process tree has used so far (evidence.py)."""

@@ -178,11 +178,7 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
         if failed:
             return {"status": "failed", "seconds": time.monotonic() - started,
                     "message": failed}
-        (slot / "ncu_job.json").write_text(json.dumps(target_job(job)))
-        (slot / "ncu").mkdir()
-        for path in (slot / "ncu_job.json", slot / INPUTS_FILE, slot / "ncu"):
-            if decision.get("uid") is not None:
-                os.chown(path, decision["uid"], decision["uid"])
+        _stage_target(slot, job, decision.get("uid"))
         env = {**scrubbed_env(job, workdir), "KB_EVAL_TOKEN": token}
         report = f"{launcher.BUILD}/ncu/report"
         base = [ncu_real, "--clock-control", "none", "--profile-from-start", "off",
@@ -226,6 +222,16 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
                 break
             time.sleep(0.05)
         buildcache.remove_tree(workdir)
+
+
+def _stage_target(slot: Path, job: dict, uid: int | None) -> None:
+    """The target's job (no reference: target_job) and the report's folder in the slot, owned
+    by the sandbox's uid where it has one of its own, beside the drawn inputs."""
+    (slot / "ncu_job.json").write_text(json.dumps(target_job(job)))
+    (slot / "ncu").mkdir()
+    for path in (slot / "ncu_job.json", slot / INPUTS_FILE, slot / "ncu"):
+        if uid is not None:
+            os.chown(path, uid, uid)
 
 
 def _sandboxed(decision: dict, env: dict[str, str], argv: list[str],
