@@ -141,15 +141,24 @@ class TimedPhases:
             channel.max_tensor_bytes = cap
 
     def _block_bytes(self) -> int:
-        """What a timed block's inputs and outputs may hold together (clock.block_size)."""
+        """What a timed block's inputs and outputs may hold together (clock.block_size): on the
+        CPU they travel in the channel's memfds, which the largest file the judge's and the
+        worker's processes may write (RLIMIT_FSIZE) binds, so half of the smaller of those."""
+        import resource
+
         from evaluator.judge.clock import BLOCK_BYTES, BLOCK_DEVICE_SHARE
+        from evaluator.process import resolve_file_size_bytes
 
-        if self.device == "cpu":
-            return BLOCK_BYTES
-        import torch
+        if self.device != "cpu":
+            import torch
 
-        total = torch.cuda.get_device_properties(torch.device(self.device)).total_memory
-        return int(BLOCK_DEVICE_SHARE * total)
+            total = torch.cuda.get_device_properties(torch.device(self.device)).total_memory
+            return int(BLOCK_DEVICE_SHARE * total)
+        limits = [BLOCK_BYTES]
+        own = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        worker = resolve_file_size_bytes(self.job.get("limits") or {})
+        limits += [x // 2 for x in (own, worker) if x not in (None, resource.RLIM_INFINITY)]
+        return max(1, min(limits))
 
     def _calibrate(self, reference: Any, seeds: dict) -> None:
         """What the path through the worker costs the judge's clock beyond the same call made
