@@ -394,6 +394,7 @@ def test_the_committed_h200_curation_is_a_file_a_site_reads():
 
 
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="shared/kernelbench is not beside the repo")
+@pytest.mark.budget(5)  # reason: imports KernelBench's 250 real problems and 350 curation rows
 def test_the_committed_h200_curation_covers_every_problem_of_kernelbench_levels_1_to_3():
     """Issues 21 and 41: levels 1 to 3 validated on the H200, level 3 with baselines too. Against
     the real problem set, every one of the 250 references is the one measured, so each gets its
