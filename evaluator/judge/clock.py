@@ -148,16 +148,6 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def _tensor_bytes(value: Any) -> int:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in value)
-    return 0
-
-
 def block_size(call_ms: float, handover_ms: float, call_bytes: int, *, cap_bytes: int,
                max_block: int = MAX_BLOCK) -> int:
     """Calls per timed block: enough that the channel's cost per hand-over is at most
@@ -207,11 +197,10 @@ class TimingLoop:
         t0 = time.perf_counter()
         facts, outs = call(blocks, flushes)
         block_ms = (time.perf_counter() - t0) * 1e3
-        if not isinstance(facts, list) or not isinstance(outs, (list, tuple)) or (
-                len(facts) != size or len(outs) != size):
-            raise ValueError(f"a block of {size} calls came back with "
-                             f"{len(facts) if isinstance(facts, list) else 'no'} replies")
-        self.call_bytes = max(self.call_bytes, _tensor_bytes(blocks[0]) + _tensor_bytes(outs[0]))
+        from evaluator.judge.exploits import nbytes
+
+        # (A call's replies are counted where they come in: timed._candidate_block.)
+        self.call_bytes = max(self.call_bytes, nbytes(blocks[0], outs[0]))
         del blocks
         facts = [f if isinstance(f, dict) else {} for f in facts]
         for (j, k), f, out in zip(uses, facts, outs, strict=True):
@@ -277,18 +266,12 @@ class TimingLoop:
 
 
 def excess(side: Side, one_flush_ms: float) -> list[float]:
-    """Per timed block, what the judge's interval holds per call beyond the reported calls and
-    the flushes it asked for (whose device time the judge measured itself)."""
-    size = max(1, side.block)
-    out = []
-    for b, per_call in enumerate(side.blocks):
-        reported = side.samples[b * size:(b + 1) * size]
-        if reported:
-            out.append(per_call - statistics.fmean(reported) - side.flushes * one_flush_ms)
-    if not side.blocks:  # a side built call by call (no blocks recorded)
-        out = [j - s - side.flushes * one_flush_ms
-               for j, s in zip(side.judge, side.samples, strict=False)]
-    return out
+    """Per timed block (per call, for a side built call by call), what the judge's interval
+    holds per call beyond the reported calls and the flushes it asked for (whose device time
+    the judge measured itself)."""
+    return [judged - reported - side.flushes * one_flush_ms
+            for judged, reported in zip(side.blocks or side.judge, side.block_means(),
+                                        strict=False)]
 
 
 _ECHO = "import os\nwhile os.read(0, 1):\n    os.write(1, b'.')\n"
@@ -396,7 +379,9 @@ def round_trip(worker_call: Call, local_call: Call, draw: Callable[[int], list],
     Where a block of several calls would not fit `cap_bytes`, only blocks of one are made
     (and timed blocks hold one call: block_size)."""
     first = draw(-1)
-    set_bytes = 2 * _tensor_bytes(first)
+    from evaluator.judge.exploits import nbytes
+
+    set_bytes = 2 * nbytes(first)
     # The largest block of calibration calls that fits (at least two calls, else one: the
     # timed blocks then hold one call too, whose path the calibration measured whole).
     fits = cap_bytes // set_bytes if set_bytes > 0 else CALIBRATION_BLOCK
@@ -434,10 +419,8 @@ def round_trip(worker_call: Call, local_call: Call, draw: Callable[[int], list],
             break
     one = statistics.median(remote[1]) - statistics.median(local[1])
     one_se = math.hypot(se_median(remote[1]), se_median(local[1]))
-    per_call, per_call_se, local_per_call = 0.0, 0.0, 0.0
+    per_call, per_call_se = 0.0, 0.0
     if big > 1:
-        local_per_call = max(0.0, (statistics.median(local[big]) - statistics.median(local[1]))
-                             / (big - 1))
         several = statistics.median(remote[big]) - statistics.median(local[big])
         several_se = math.hypot(se_median(remote[big]), se_median(local[big]))
         per_call = max(0.0, (several - one) / (big - 1))
@@ -446,8 +429,6 @@ def round_trip(worker_call: Call, local_call: Call, draw: Callable[[int], list],
             # What a hand-over costs whatever it holds, and what each call in it adds.
             "handover_ms": max(0.0, one - per_call), "handover_se_ms": one_se,
             "per_call_ms": per_call, "per_call_se_ms": per_call_se, "block": big,
-            # The judge's own path per call in a block (what the reference's blocks cost it).
-            "local_per_call_ms": local_per_call,
             "worker_ms": statistics.median(remote[1]), "local_ms": statistics.median(local[1]),
             "echo_ms": statistics.median(echoes) if echoes else None,
             "echo_se_ms": se_median(echoes) if echoes else 0.0, "n": len(remote[1])}
