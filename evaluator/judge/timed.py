@@ -517,12 +517,12 @@ class TimedPhases:
     def _within_spread(self, ref_model: Any, draw: Any, timed: dict, spread: float) -> bool:
         """Whether every wrong timed output is within `spread` (twice, for the two sides'
         drifts) of the reference's on its inputs, beyond the problem's own tolerance."""
+        import torch
+
         from evaluator.judge import exploits
 
         atol = float(self.job["atol"]) + 2 * spread
         for (j, k), (infos, sampled) in timed.items():
-            import torch
-
             with torch.no_grad():
                 expected = self._timed_summary(ref_model(*draw(j, k)))
             self.ref_timer.sync()
