@@ -145,6 +145,18 @@ class CallTimer:
                      "launch_ms": (launched - t0) * 1e3, "wall_ms": (t1 - t0) * 1e3}
 
 
+def calibration_call(*inputs: Any) -> Any:
+    """The call both sides make to calibrate the judge's path (judge/clock.py), in the worker
+    before the candidate's code is loaded and in the judge: a copy of the first tensor input.
+    Here, not in the judge's package, since the worker runs it too."""
+    import torch
+
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            return value.clone()
+    return None
+
+
 def sets_that_fit(set_bytes: int, wanted: int, device: str) -> int:
     """How many input sets of `set_bytes` to time with: `wanted`, fewer (at least one) where they
     would take more than SETS_MEMORY_SHARE of the device's memory."""

@@ -164,9 +164,9 @@ class TimedPhases:
         """What the path through the worker costs the judge's clock beyond the same call made
         here, measured before the candidate's code is loaded (judge_clock.round_trip), on a set
         of the problem's inputs drawn for it alone."""
-        from evaluator.judge.clock import Echo, LocalPath, calibration_call, round_trip
+        from evaluator.judge.clock import Echo, LocalPath, round_trip
         from evaluator.loading import make_inputs
-        from evaluator.timing import CallTimer
+        from evaluator.timing import CallTimer, calibration_call
 
         self.ref_timer = CallTimer(self.device,
                                    flush_l2=bool(self.job["timing"].get("flush_l2", True)))

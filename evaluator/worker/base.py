@@ -26,6 +26,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,6 @@ class Worker:
             return self.run(value)
         if cmd == "ping":  # the judge measures the channel's round trip before the load
             return {"ok": True}, None
-        if cmd == "call":
-            return self.call(header, value)
         if cmd == "block":
             return self.block(header, value)
         return {"ok": False, "verdict": "harness_error", "error": f"unknown command {cmd!r}"}, None
@@ -238,55 +237,69 @@ class Worker:
         return {"ok": True, "flags": flags, "pid": outer_pid(), **jit}, value
 
     def block(self, header: dict, blocks: Any) -> tuple[dict, Any]:
-        """A block of timed calls, one per set of inputs that came with it, one after the other
-        (each through `handle`, so a subclass's probes see every call); the judge's clock runs
-        around the whole block (judge/clock.py)."""
+        """A block of timed calls, one per set of inputs that came with it, one after the other;
+        the judge's clock runs around the whole block (judge/clock.py). Between two calls only
+        the timer runs: what is checked of each call (its output's types here, more in
+        probe.ProbeWorker) is checked once the block's last call returned, its outputs and
+        inputs all still alive, so that the per-call path the judge must subtract is as short
+        as it can be (on a 2-core host these checks took 30 to 120 us a call, and more after
+        long calls, which the judge's calibration could not tell from the candidate's time)."""
         if not isinstance(blocks, list) or not blocks or not all(
                 isinstance(b, list) for b in blocks):
             return {"ok": False, "verdict": "harness_error",
                     "error": "a block of calls needs a list of input lists"}, None
-        calls: list[dict] = []
-        outputs: list[Any] = []
-        for inputs in blocks:
-            reply, out = self.handle({**header, "cmd": "call"}, inputs)
-            if not reply.get("ok"):
-                return reply, None
-            calls.append(reply)
-            outputs.append(out)
-        return {"ok": True, "calls": calls}, outputs
-
-    def call(self, header: dict, inputs: Any) -> tuple[dict, Any]:
-        """One timed call on the inputs that came with it (timing.CallTimer). Before the load,
-        the judge calibrates the path with a harmless call of its own (judge_clock)."""
-        import torch
-
-        from evaluator.judge.clock import calibration_call
-        from evaluator.timing import CallTimer
+        from evaluator.timing import CallTimer, calibration_call
 
         if self.timer is None:
             self.timer = CallTimer(self.device, flush_l2=bool(header.get("flush_l2", True)))
-        threads = header.get("cpu_threads")
+        calls: list[dict] = []
+        outputs: list[Any] = []
+        with self.timed_threads(header.get("cpu_threads")):
+            fn = self.model if self.model is not None else calibration_call
+            for inputs in blocks:
+                reply, out = self.call(fn, inputs, int(header.get("flushes") or 0))
+                if not reply.get("ok"):
+                    return reply, None
+                calls.append(reply)
+                outputs.append(out)
+        self.block_evidence(blocks, calls, outputs)
+        return {"ok": True, "calls": calls}, outputs
+
+    @contextlib.contextmanager
+    def timed_threads(self, threads: Any) -> Iterator[None]:
+        """The calibration's and the timed calls' intra-op threads on the CPU: the calibration's
+        are kept until the load (set back there: the candidate's load and trials keep the
+        threads they had): switching back after each calibration call made its path cost more
+        than a timed call's (0.05 against 0.02 ms a call on a 2-core host)."""
+        import torch
+
         before = torch.get_num_threads()
         if (self.device == "cpu" and isinstance(threads, int) and threads > 0
                 and before != threads):
-            # The calibration's calls on the timed calls' threads too, as the judge's are, and
-            # kept there until the load (set back there: the candidate's load and trials keep
-            # the threads they had): switching back after each calibration call made its path
-            # cost more than a timed call's (0.05 against 0.02 ms a call on a 2-core host).
             torch.set_num_threads(threads)
             if self.model is None and self.threads_before is None:
                 self.threads_before = before
+        yield
+
+    def call(self, fn: Any, inputs: Any, flushes: int) -> tuple[dict, Any]:
+        """One timed call on the inputs that came with it (timing.CallTimer). Before the load,
+        the judge calibrates the path with a harmless call of its own (judge_clock)."""
         try:
-            fn = self.model if self.model is not None else calibration_call
-            out, facts = self.timer(fn, inputs, int(header.get("flushes") or 0))
+            out, facts = self.timer(fn, inputs, flushes)
         except BaseException as exc:
             return self._failure(exc, "runtime_error", "timing"), None
-        value = tuple(out) if isinstance(out, list) else out
-        # Evidence only (the channel sends plain tensors rebuilt from bytes, read inside the
-        # judge's interval, whatever this says): an output that is not a plain tensor.
-        leaves = value if isinstance(value, tuple) else (value,)
-        exact = all(type(t) is torch.Tensor for t in leaves if isinstance(t, torch.Tensor))
-        return {"ok": True, **facts, "exact_types": exact}, value
+        return {"ok": True, **facts}, tuple(out) if isinstance(out, list) else out
+
+    def block_evidence(self, blocks: list, calls: list[dict], outputs: list[Any]) -> None:
+        """What is checked of a block's calls once they all returned. Evidence only (the channel
+        sends plain tensors rebuilt from bytes, read inside the judge's interval, whatever this
+        says): an output that is not a plain tensor."""
+        import torch
+
+        for reply, value in zip(calls, outputs, strict=True):
+            leaves = value if isinstance(value, tuple) else (value,)
+            reply["exact_types"] = all(type(t) is torch.Tensor for t in leaves
+                                       if isinstance(t, torch.Tensor))
 
 
 def _jit_cache_files() -> set[str]:

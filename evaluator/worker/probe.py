@@ -296,8 +296,6 @@ class ProbeWorker(Worker):
             return self.probe_load(header, value)
         if cmd == "run":
             return self.probe_run(header, value)
-        if cmd == "call":
-            return self.probe_call(header, value)
         if cmd == "late":
             return self.late()
         if cmd == "profile":
@@ -399,33 +397,42 @@ class ProbeWorker(Worker):
         }
         return reply, value
 
-    def probe_call(self, header: dict, inputs: Any) -> tuple[dict, Any]:
-        """A timed call (Worker.call) and what the judge cannot see from its side: whether the
-        output is the input's memory or an earlier timed call's, and threads of the candidate's
-        still running once it returned. Evidence only; the outputs themselves go to the judge."""
-        # Without a model: the judge's calibration, before any candidate code is here (made
-        # through the same steps, but not counted, and nothing kept).
-        calibrating = self.model is None
-        c = self.timed_calls
-        self.timed_calls = c + (not calibrating)
-        reply, value = super().call(header, inputs)
-        if not reply.get("ok"):
-            return reply, value
-        leaves = flatten_output(value)
-        out_ptrs = {storage_ptr(t) for t in leaves if isinstance(t, torch.Tensor)} - {0}
-        in_ptrs = {storage_ptr(t) for t in iter_tensors(list(inputs or []))} - {0}
-        reply["alias_input"] = bool(in_ptrs & out_ptrs)
-        for c_kept, kept in self.kept.items():
-            if ({storage_ptr(t) for t in kept if isinstance(t, torch.Tensor)} - {0}) & out_ptrs:
-                reply["reused_from"] = c_kept
-                break
-        reply.update(self.watch())
-        if len(self.kept) < KEEP_CALLS and not calibrating:
-            size = sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
-            if self.kept_bytes + size <= KEEP_BYTES:
-                self.kept[c] = leaves
-                self.kept_bytes += size
+    def call(self, fn: Any, inputs: Any, flushes: int) -> tuple[dict, Any]:
+        """A timed call (Worker.call), counted. Without a model it is the judge's calibration,
+        before any candidate code is here: made through the same steps, but not counted."""
+        reply, value = super().call(fn, inputs, flushes)
+        reply["c"] = self.timed_calls
+        self.timed_calls += self.model is not None
         return reply, value
+
+    def block_evidence(self, blocks: list, calls: list[dict], outputs: list[Any]) -> None:
+        """What the judge cannot see from its side, for each call of a block once its last
+        returned (all its inputs and outputs still alive, so an honest allocator cannot have
+        handed one call's memory to another): whether an output is its inputs' memory or an
+        earlier timed call's, and the candidate's threads still running once the block's calls
+        returned (on the last call's facts). Evidence only; the outputs themselves go to the
+        judge."""
+        super().block_evidence(blocks, calls, outputs)
+        calibrating = self.model is None
+        for inputs, reply, value in zip(blocks, calls, outputs, strict=True):
+            c = reply.pop("c", None)
+            leaves = flatten_output(value)
+            out_ptrs = {storage_ptr(t) for t in leaves if isinstance(t, torch.Tensor)} - {0}
+            in_ptrs = {storage_ptr(t) for t in iter_tensors(list(inputs or []))} - {0}
+            reply["alias_input"] = bool(in_ptrs & out_ptrs)
+            for c_kept, kept in self.kept.items():
+                if ({storage_ptr(t) for t in kept if isinstance(t, torch.Tensor)} - {0}
+                        ) & out_ptrs:
+                    reply["reused_from"] = c_kept
+                    break
+            if len(self.kept) < KEEP_CALLS and not calibrating and isinstance(c, int):
+                size = sum(t.numel() * t.element_size() for t in leaves
+                           if isinstance(t, torch.Tensor))
+                if self.kept_bytes + size <= KEEP_BYTES:
+                    self.kept[c] = leaves
+                    self.kept_bytes += size
+        if calls:
+            calls[-1].update(self.watch())
 
     def late(self) -> tuple[dict, Any]:
         """The kept outputs as they are now: work that finished after its call shows here."""
