@@ -13,7 +13,7 @@ On one GPU (device 0), through a real `manage.py runner`, in one run, twice:
           issue 22); with --alone-profiler, RUNNER_EVALUATIONS_PER_GPU=1 alone: the
           profiled call in a profiling process too, so that only the sharing differs;
   after   the defaults: several evaluations share the GPU, each timed with it alone
-          (evaluator/judge/gate.py), the profiled call in a profiling process started ahead.
+          (evaluator/gate.py), the profiled call in a profiling process started ahead.
 
 The problems are validated on the device first, as on a curated site: their peaks are what
 admits evaluations beside each other. Each pass drains a queue of the level 1 mix of

@@ -18,10 +18,3 @@ EVALUATOR_VERSION = "kbsite-harness 0.5.0"
 
 # What the harness may return (evaluator/verdicts.py lists every verdict).
 VERDICTS = HARNESS_VERDICTS
-
-
-def run_job(job: dict, *, on_event=None) -> dict:
-    """Shortcut to `evaluator.runner.sandbox.run_job` (imported lazily)."""
-    from evaluator.runner.sandbox import run_job as _run_job
-
-    return _run_job(job, on_event=on_event)

@@ -95,3 +95,28 @@ def described_notes(flags: Iterable[Any] | None,
                 text = f"{share}: {text.split(': ', 1)[-1]}"
         out.append({"name": name, "text": text})
     return out
+
+
+def describe_device_seen(seen: dict[str, Any] | None) -> str | None:
+    """One line on what the GPU driver saw during the timing window that counted
+    (judge/provenance.py records it), for the owner; None where nothing was sampled."""
+    if not isinstance(seen, dict) or not seen.get("sampled"):
+        return None
+    parts = []
+    for name, unit, label in (("sm_clock_mhz", "MHz", "SM clock"),
+                              ("memory_clock_mhz", "MHz", "memory clock"),
+                              ("power_w", "W", "power"), ("temperature_c", "°C", "temperature")):
+        ends = [(seen.get(end) or {}).get(name) for end in ("start", "end")]
+        ends = [v for v in ends if isinstance(v, int | float)]
+        if ends:
+            span = f"{ends[0]:g}" if len(set(ends)) == 1 else f"{ends[0]:g} to {ends[-1]:g}"
+            parts.append(f"{label} {span} {unit}")
+    others = seen.get("others") if isinstance(seen.get("others"), int) else 0
+    counted = f"{others} other process{'es' if others != 1 else ''}"
+    if not seen.get("comparable"):
+        company = f"{counted} seen, not told apart from the judge's own"
+    elif others:
+        company = f"{counted} used it"
+    else:
+        company = "no other process used it"
+    return "; ".join([*parts, company])

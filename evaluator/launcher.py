@@ -24,6 +24,7 @@ No torch import here: the runner imports this module too.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -158,6 +159,15 @@ def sandbox_env(env: dict[str, str]) -> dict[str, str]:
         "LOGNAME": "kb",
     })
     return out
+
+
+def jail_from_env() -> dict[str, Any] | None:
+    """The judge's side: the runner's decision, or None when the judge was started without one
+    (then it refuses to start a worker)."""
+    raw = os.environ.get(JAIL_ENV)
+    if not raw:
+        return None
+    return json.loads(raw)
 
 
 def sandboxed(decision: dict[str, Any]) -> bool:

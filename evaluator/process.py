@@ -233,3 +233,30 @@ def oom_kill_count() -> int | None:
         except (OSError, ValueError):
             continue
     return total
+
+
+def _task_ids(pid: int) -> list[str]:
+    """The process's threads (tasks) as /proc names them; none once it is gone."""
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
+def process_tree(root_pid: int) -> list[int]:
+    """The pids below `root_pid` (the sandbox's processes, as the host numbers them)."""
+    seen: list[int] = []
+    todo = [root_pid]
+    while todo and len(seen) < 256:
+        pid = todo.pop()
+        for tid in _task_ids(pid):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    children = [int(p) for p in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                if child not in seen:
+                    seen.append(child)
+                    todo.append(child)
+    return seen

@@ -19,7 +19,7 @@ from evaluation import fairness, leases, scoring
 from evaluation.models import Runner
 from evaluator.config import default_timing
 from evaluator.errors import clean_text, truncate
-from evaluator.judge.gate import DeviceGate
+from evaluator.gate import DeviceGate
 from evaluator.runner import results, sandbox
 from evaluator.types import Job, Result
 from gpu_runner.sharing import profile_process_fits, sharing_fields

@@ -1,4 +1,4 @@
-"""What a job needs to share its GPU with the other evaluations on it (evaluator/judge/gate.py).
+"""What a job needs to share its GPU with the other evaluations on it (evaluator/gate.py).
 
 Every kind of work a runner does on a device (evaluations, re-verifications, validations,
 baselines, Nsight Compute reports) names the same gate, so that none of it runs while another

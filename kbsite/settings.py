@@ -376,7 +376,7 @@ RUNNER_OFFLINE_AFTER_SECONDS = env_int("RUNNER_OFFLINE_AFTER_SECONDS", 30)
 RUNNER_LEASE_SECONDS = env_int("RUNNER_LEASE_SECONDS", 60)
 # A submission whose evaluation has killed this many runners is stopped with its own verdict.
 SUBMISSION_MAX_ATTEMPTS = env_int("SUBMISSION_MAX_ATTEMPTS", 3)
-# Evaluations run at once on one GPU (evaluator/judge/gate.py): their untimed phases share
+# Evaluations run at once on one GPU (evaluator/gate.py): their untimed phases share
 # it, each one's timed calls have it alone, and one starts only when its memory fits beside the
 # others'. 1 gives each evaluation the whole GPU. CPU slots are set with `runner --devices N`.
 RUNNER_EVALUATIONS_PER_GPU = _EVALUATIONS_PER_GPU

@@ -255,9 +255,8 @@ class Evaluation(models.Model):
     def device_seen(self) -> str | None:
         """What the GPU driver saw of the device during the timing window that counted, in
         words (clocks, power, other processes); None where it was not sampled."""
-        from evaluator.judge.provenance import describe
-
-        return describe(((self.static_report or {}).get("timing") or {}).get("device_seen"))
+        timing = (self.static_report or {}).get("timing") or {}
+        return flag_kinds.describe_device_seen(timing.get("device_seen"))
 
     @property
     def backend_share(self) -> str | None:

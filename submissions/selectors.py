@@ -13,7 +13,7 @@ from evaluation import compile_log, fairness, scoring
 from evaluation.models import Hardware, Runner
 from evaluator import verdicts
 from evaluator.errors import clean_text, truncate
-from evaluator.runner.static_report import without_reference
+from evaluator.static_report import without_reference
 from submissions.models import Evaluation, Reverification, Submission
 from submissions.queues import SUBMISSIONS, fair_sources
 

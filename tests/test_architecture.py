@@ -105,3 +105,50 @@ def test_the_evaluator_reads_in_small_pieces():
                     long_functions.append(f"{name}:{node.lineno} {node.name}: {lines} lines")
     assert long_modules == [], "\n".join(long_modules)
     assert long_functions == [], "\n".join(long_functions)
+
+
+def _tree_with(tmp_path: Path, planted: dict[str, str]) -> Path:
+    """A copy of the source tree (the packages lint-imports reads and its configuration), with
+    a line added to each named file."""
+    import shutil
+
+    for name in ("pyproject.toml",):
+        shutil.copy(REPO / name, tmp_path / name)
+    for package in ("kbsite", "accounts", "problems", "evaluation", "submissions", "leaderboard",
+                    "competitions", "gpu_runner", "kbcli", "evaluator"):
+        shutil.copytree(REPO / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "static",
+                                                      "templates"))
+    for path, line in planted.items():
+        target = tmp_path / path
+        target.write_text(target.read_text() + "\n" + line + "\n")
+    return tmp_path
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize(("path", "line", "contract"), [
+    # The issue's own example: before the evaluator was among the root packages, this was
+    # still "3 kept".
+    ("evaluator/verdicts.py", "import django.db  # noqa", "plain Python and torch"),
+    ("evaluator/worker/base.py", "from evaluator.judge import clock  # noqa",
+     "worker imports neither"),
+    ("evaluator/runner/sandbox.py", "from evaluator.judge import judge  # noqa",
+     "runner imports neither"),
+    ("evaluator/judge/clock.py", "from evaluator.runner import jail  # noqa",
+     "judge never imports the runner"),
+    ("submissions/models.py", "from evaluator.judge import timed  # noqa",
+     "only the evaluator's public modules"),
+])
+def test_a_planted_forbidden_import_breaks_its_contract(tmp_path, path, line, contract):
+    """Slow: lint-imports runs as its own process over a copy of the source tree with one
+    forbidden import planted (the contracts check what they say, not nothing)."""
+    tree = _tree_with(tmp_path, {path: line})
+    result = subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
+        cwd=tree, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0, result.stdout
+    broken = result.stdout.split("Broken contracts")[-1]
+    assert contract in " ".join(broken.split()), result.stdout

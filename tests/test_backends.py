@@ -12,7 +12,7 @@ import pytest
 
 from evaluator import backends
 from evaluator.config import JobError, normalize_job
-from evaluator.runner.static_report import analyze
+from evaluator.static_report import analyze
 from kbsite.templatetags.kbsite_tags import LABELS, UNCOMPILED_BACKENDS, label_table
 
 PLAIN_TORCH = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \

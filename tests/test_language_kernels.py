@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evaluator.runner.static_report import analyze
+from evaluator.static_report import analyze
 from scripts.languages_check import CASES, KERNELS, LANGUAGES, expectation_failure
 from submissions.sources import check_kernel_source, check_source_text
 

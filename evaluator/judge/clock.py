@@ -264,7 +264,7 @@ class TimingLoop:
                 side.stopped = "stable"
                 break
             if (time.perf_counter() - loop_start > self.max_seconds
-                    and len(side.blocks) >= min(3, self.max_reps)):
+                    and len(side.blocks) >= MIN_BLOCKS):
                 side.stopped = "max_seconds"
                 break
         return side
@@ -507,13 +507,9 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
     short = skipped > 0 and seen < expected - 0.5 * skipped - tolerance
     judge_median = statistics.median(cand.judge) if cand.judge else None
     # The judge's own figure per call: per block, its interval per call less the path and the
-    # flushes; the least over blocks. What else the host does only lengthens an interval
-    # (a block cannot take less than its calls), so the shortest block is the one least
-    # disturbed, for an honest kernel and a cheat alike: every block holds its calls' whole
-    # work (fresh inputs each, every output checked). The median over blocks ran 5 to 19%
-    # above the worker's figure for an honest 0.5 ms call on a 2-core host, from blocks the
-    # host slowed for seconds at a time; the least, 0.3 to 2.5% (tests/exploits/
-    # test_ranked_time.py).
+    # flushes; the least over blocks. The host only lengthens a block, which holds its calls'
+    # whole work (fresh inputs, every output checked), so the shortest is the least disturbed
+    # (the median ran 5 to 19% above an honest 0.5 ms call's own figure on a 2-core host).
     own = [b - expected - skipped for b in (cand.blocks or cand.judge)]
     judge_ms = max(0.0, min(own)) if own else 0.0
     resolution = RESOLUTION_ERRORS * se + RESOLUTION_PATH_SHARE * path + RESOLUTION_FLOOR_MS

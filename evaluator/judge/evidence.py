@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.judge.elf import Budget, elf_functions, identifiers, pread
-from evaluator.process import stat_fields
+from evaluator.process import _task_ids, process_tree, stat_fields
 
 MAX_SO_BYTES = 1 << 30  # of the extensions one evaluation maps, at most this much is read
 MAX_ARTIFACTS = 20  # files of the slot the worker maps that are vouched for, at most
@@ -51,33 +51,6 @@ NOT_CONFIRMED = "backend not confirmed"
 # A folder of the slot, a file of the slot: no link followed, no FIFO or device waited on.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-
-
-def _task_ids(pid: int) -> list[str]:
-    """The process's threads (tasks) as /proc names them; none once it is gone."""
-    try:
-        return os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-
-
-def process_tree(root_pid: int) -> list[int]:
-    """The pids below `root_pid` (the sandbox's processes, as the host numbers them)."""
-    seen: list[int] = []
-    todo = [root_pid]
-    while todo and len(seen) < 256:
-        pid = todo.pop()
-        for tid in _task_ids(pid):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    children = [int(p) for p in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            for child in children:
-                if child not in seen:
-                    seen.append(child)
-                    todo.append(child)
-    return seen
 
 
 def processes_left_running(root_pid: int, before: set[int]) -> list[dict[str, Any]]:

@@ -37,8 +37,8 @@ from typing import Any
 from evaluator import EVALUATOR_VERSION, backends
 from evaluator.config import starts_profiling_process
 from evaluator.errors import is_oom, short_message, unavailable_reason
+from evaluator.gate import DeviceGate
 from evaluator.judge.evidence import process_tree, processes_left_running
-from evaluator.judge.gate import DeviceGate
 from evaluator.judge.profiled import ProfiledPhases
 from evaluator.judge.timed import TimedPhases
 from evaluator.judge.trials import CorrectnessPhases
@@ -216,7 +216,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
 
     def _static_report(self) -> None:
         """Every submission gets one, whatever happens next (read with ast, never run)."""
-        from evaluator.runner.static_report import analyze
+        from evaluator.static_report import analyze
 
         job = self.job
         try:

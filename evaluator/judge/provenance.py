@@ -26,7 +26,7 @@ import os
 import time
 from typing import Any
 
-from evaluator.judge.evidence import process_tree
+from evaluator.process import process_tree
 
 # pynvml's return codes that mean "no sample newer than the timestamp" (its wrapper raises
 # NVMLError(NVML_SUCCESS) when the first call reports zero samples).
@@ -154,28 +154,3 @@ class DeviceWatch:
             "others_max_sm_util_pct": max(others, default=0),
             "comparable": any(s.pid == me for s in samples),
         }
-
-
-def describe(seen: dict[str, Any] | None) -> str | None:
-    """One line on what the driver saw during the timing window that counted, for the owner;
-    None where nothing was sampled."""
-    if not isinstance(seen, dict) or not seen.get("sampled"):
-        return None
-    parts = []
-    for name, unit, label in (("sm_clock_mhz", "MHz", "SM clock"),
-                              ("memory_clock_mhz", "MHz", "memory clock"),
-                              ("power_w", "W", "power"), ("temperature_c", "°C", "temperature")):
-        ends = [(seen.get(end) or {}).get(name) for end in ("start", "end")]
-        ends = [v for v in ends if isinstance(v, int | float)]
-        if ends:
-            span = f"{ends[0]:g}" if len(set(ends)) == 1 else f"{ends[0]:g} to {ends[-1]:g}"
-            parts.append(f"{label} {span} {unit}")
-    others = seen.get("others") if isinstance(seen.get("others"), int) else 0
-    counted = f"{others} other process{'es' if others != 1 else ''}"
-    if not seen.get("comparable"):
-        company = f"{counted} seen, not told apart from the judge's own"
-    elif others:
-        company = f"{counted} used it"
-    else:
-        company = "no other process used it"
-    return "; ".join([*parts, company])

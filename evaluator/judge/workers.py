@@ -56,9 +56,8 @@ class WorkerHandle:
     def __init__(self, device: str, limits: dict, log_limit: int, workdir: Path):
         from evaluator import launcher
         from evaluator.protocol import Channel
-        from evaluator.runner import jail
 
-        decision = jail.from_env()
+        decision = launcher.jail_from_env()
         if decision is None:
             raise Verdict("harness_error", "no sandbox was configured for the candidate's "
                           "worker; refusing to run its code")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import json
 import os
 import shutil
 import sys
@@ -32,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from evaluator.launcher import JAIL_ENV, PACKAGE, run_sandboxed
+from evaluator.launcher import PACKAGE, run_sandboxed
 
 # "bwrap" (the default) or "off": candidate code runs without a sandbox. Only for measuring the
 # sandbox's own cost (bench/) on a machine that runs nothing else; a runner refuses it unless
@@ -314,12 +313,3 @@ def for_job(device: str, slot: Path, tmpfs_mb: int) -> dict[str, Any]:
     return {**host, "uid": uid, "slot": str(slot), "device": device, "tmpfs_mb": tmpfs_mb,
             "seccomp": host["seccomp_gpu"] if on_gpu else host["seccomp"],
             "allow_memfd": host["allow_memfd_gpu"] if on_gpu else host["allow_memfd"]}
-
-
-def from_env() -> dict[str, Any] | None:
-    """The judge's side: the runner's decision, or None when the judge was started without one
-    (then it refuses to start a worker)."""
-    raw = os.environ.get(JAIL_ENV)
-    if not raw:
-        return None
-    return json.loads(raw)

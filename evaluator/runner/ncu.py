@@ -12,7 +12,7 @@ cached build copied into a fresh slot (read back never, so the cache is not touc
 The target never holds the reference: a private problem's is not its submitter's to read, and
 the target runs their code. The call's inputs are drawn before, from the reference's
 get_inputs(), by a process of the runner's where no candidate code runs (`python -m
-evaluator.runner.ncu draw`), and handed to the target as a file of plain tensors (INPUTS_FILE).
+evaluator.judge.ncu_draw`), and handed to the target as a file of plain tensors (INPUTS_FILE).
 
 The report file is written by hostile code, so ncu reads it back inside the sandbox too. What
 comes out is size-limited.
@@ -118,7 +118,7 @@ def draw_inputs(job: dict, path: Path, *, timeout_s: float) -> str | None:
     spec = {k: job[k] for k in ("reference_source", "seed", "precision")}
     with tempfile.TemporaryDirectory(prefix="kbncu-draw-") as here:
         proc = launcher.start_trusted(
-            [sys.executable, "-P", "-m", "evaluator.runner.ncu", "draw", str(path)],
+            [sys.executable, "-P", "-m", "evaluator.judge.ncu_draw", str(path)],
             env=scrubbed_env(job, Path(here)), cwd=here, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -130,18 +130,6 @@ def draw_inputs(job: dict, path: Path, *, timeout_s: float) -> str | None:
     if proc.returncode != 0 or not path.is_file():
         return "the problem's inputs could not be drawn: " + _last_lines(err, 3)
     return None
-
-
-def _draw(spec: dict[str, Any], path: Path) -> None:
-    import torch
-
-    from evaluator.loading import derive_seed, make_init_inputs, make_inputs, module_from_source
-
-    seed = int(spec["seed"])
-    reference = module_from_source(str(spec["reference_source"]), "kb_reference")
-    init_inputs = make_init_inputs(reference, derive_seed(seed, "init"))
-    inputs = make_inputs(reference, derive_seed(seed, "ncu"), "cpu", str(spec["precision"]))
-    torch.save({"init_inputs": init_inputs, "inputs": inputs}, path)
 
 
 def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
@@ -303,18 +291,3 @@ def summarize(name: str, metrics: dict[str, float]) -> dict[str, Any]:
     stalls.sort(key=lambda kv: -kv[1])
     out["stalls"] = [[reason, round(value, 3)] for reason, value in stalls[:4]]
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m evaluator.runner.ncu draw PATH`: draw_inputs's process (the job's reference,
-    seed and precision as JSON on stdin)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] != "draw":
-        print("usage: python -m evaluator.runner.ncu draw PATH", file=sys.stderr)
-        return 2
-    _draw(json.loads(sys.stdin.read()), Path(args[1]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator import EVALUATOR_VERSION, backends, launcher
+from evaluator import EVALUATOR_VERSION, backends, gate, launcher
 from evaluator.config import JobError, normalize_job, starts_profiling_process
 from evaluator.errors import signal_name, truncate
-from evaluator.judge import gate
 from evaluator.process import oom_kill_count, parent_death_signal_available
 from evaluator.runner import buildcache, jail, limits, pool
 from evaluator.runner.results import cap_result, json_safe, with_build_ahead

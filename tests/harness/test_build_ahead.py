@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.judge import gate
+from evaluator import gate
 from evaluator.runner import buildcache
 from evaluator.runner.results import with_build_ahead
 from evaluator.runner.sandbox import builds_ahead, run_job

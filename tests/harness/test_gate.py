@@ -1,4 +1,4 @@
-"""One device, several evaluations (evaluator/judge/gate.py): untimed steps share it, a timing
+"""One device, several evaluations (evaluator/gate.py): untimed steps share it, a timing
 has it alone, and memory admits an evaluation only when it fits.
 
 The lock tests use threads, each with its own DeviceGate: flock treats each open of the file as
@@ -15,8 +15,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evaluator.judge import gate
-from evaluator.judge.gate import DeviceGate
+from evaluator import gate
+from evaluator.gate import DeviceGate
 from evaluator.judge.judge import load_holds_device
 from evaluator.runner.sandbox import run_job
 
@@ -386,7 +386,7 @@ def test_another_evaluations_candidate_processes_stand_still_while_one_is_timed(
     neighbour = subprocess.Popen([sys.executable, "-c", spin])
     own = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        from evaluator.judge.evidence import process_tree
+        from evaluator.process import process_tree
 
         deadline = time.monotonic() + 10
         while not process_tree(neighbour.pid) and time.monotonic() < deadline:

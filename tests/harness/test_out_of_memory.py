@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from evaluator.judge import gate
+from evaluator import gate
 from evaluator.runner import pool, sandbox
 from evaluator.runner.sandbox import run_job
 

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from evaluator.judge.provenance import DeviceWatch, below_judge, describe
+from evaluator.flags import describe_device_seen as describe
+from evaluator.judge.provenance import DeviceWatch, below_judge
 
 
 class StandInError(Exception):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import config
-from evaluator.judge import workers
+from evaluator.judge import spare, workers
 from evaluator.judge.judge import Judge
 from evaluator.runner import pool
 from evaluator.runner.sandbox import run_job
@@ -191,7 +191,7 @@ def test_a_job_with_a_profiling_process_never_takes_a_spare_without_one():
 
 
 def test_a_spares_profiling_process_its_job_does_not_take_is_killed_at_handover(monkeypatch):
-    """It holds device memory that the job was not admitted with (pool.PreparedWorkers)."""
+    """It holds device memory that the job was not admitted with (spare.PreparedWorkers)."""
     started: list[FakeHandle] = []
 
     class FakeHandle:
@@ -208,7 +208,7 @@ def test_a_spares_profiling_process_its_job_does_not_take_is_killed_at_handover(
 
     monkeypatch.setattr(workers, "WorkerHandle", FakeHandle)
     spec = {"device": "cpu", "limits": {}, "log_limit": 100, "profile_process": True}
-    start_worker, _ = pool._prepare_worker(None, spec)
+    start_worker, _ = spare._prepare_worker(None, spec)
     judge_stub = Judge.__new__(Judge)
     gate_pids: list[int] = []
     judge_stub.job = {"limits": {}, "log_limit": 100, "profile_process": False,

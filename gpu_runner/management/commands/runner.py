@@ -148,7 +148,7 @@ class Command(BaseCommand):
 
 def worker_env(hardware, name: str, device: int | None) -> dict[str, str]:
     """The environment of one device's cluster: RUNNER_EVALUATIONS_PER_GPU workers on a GPU,
-    whose evaluations share it and are each timed with it alone (evaluator/judge/gate.py);
+    whose evaluations share it and are each timed with it alone (evaluator/gate.py);
     one on a CPU slot."""
     env = {
         **os.environ,

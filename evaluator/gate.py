@@ -115,7 +115,7 @@ class DeviceGate:
     def _others(self) -> tuple[list[int], list[str], int]:
         """The other evaluations' candidate processes on this device: pids to stop (whole
         trees), cgroups to freeze, and how many evaluations could be reached by neither."""
-        from evaluator.judge.evidence import process_tree
+        from evaluator.process import process_tree
 
         folder = self.folder / CANDIDATES if self.folder is not None else None
         pids: list[int] = []
@@ -150,7 +150,7 @@ class DeviceGate:
     def _resume_own(self) -> None:
         """Let this evaluation's candidate processes go on (a judge that stopped them for its
         window and died would leave them stopped)."""
-        from evaluator.judge.evidence import process_tree
+        from evaluator.process import process_tree
 
         if self.own_cgroup:
             _freeze(self.own_cgroup, False)
