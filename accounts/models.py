@@ -57,3 +57,20 @@ class ApiToken(models.Model):
     def revoke(self) -> None:
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
+
+
+class SignupAddress(models.Model):
+    """The recent sign-ups from one client address (accounts/throttling.py).
+
+    The row is also what concurrent sign-ups from that address lock, so they are counted one
+    after another: a burst of sign-ups from a new address cannot all see a count of zero.
+    """
+
+    address = models.CharField(max_length=64, unique=True)  # an IPv4 address or an IPv6 /64
+    # Epoch seconds of the sign-ups still inside the window: at most the limit of them, since
+    # older ones are dropped whenever the row is written.
+    recent = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return self.address
+

@@ -1,8 +1,13 @@
-"""API tokens: made, revoked, and looked up by key for every authenticated API request."""
+"""Account workflows: sign-up (throttled per address), and API tokens (made, revoked, and
+looked up by key for every authenticated API request)."""
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import ApiToken
+from accounts.throttling import signup_throttle_take
 
 # last_used_at is written at most this often per token, so a busy agent's every request does
 # not turn into a database write.
@@ -61,3 +66,23 @@ def api_token_authenticate(*, key: str) -> ApiToken | None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+# ---- sign-up ------------------------------------------------------------------------------------
+
+
+def signup_create(*, username: str, password: str, address: str) -> AbstractBaseUser:
+    """Make an account for a client at `address`, counted by the sign-up throttle
+    (SignupThrottled, with nothing made, once the address has used its sign-ups).
+
+    The username and password are the caller's to validate (the sign-up form does).
+    """
+    User = get_user_model()
+    user = User(username=User.normalize_username(username))
+    # Hashed before the transaction: PBKDF2 takes a good part of a second, and on SQLite the
+    # transaction holds the database's one write lock (runners included) while it lasts.
+    user.set_password(password)
+    with transaction.atomic():
+        signup_throttle_take(address=address)
+        user.save()
+    return user

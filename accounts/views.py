@@ -4,23 +4,51 @@ out are django.contrib.auth's)."""
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.db import IntegrityError
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.forms import SignupForm, TokenForm
 from accounts.models import ApiToken
-from accounts.services import TokenError, api_token_create, api_token_revoke
+from accounts.services import TokenError, api_token_create, api_token_revoke, signup_create
+from accounts.throttling import SignupThrottled, client_address, signup_throttle_check
+
+
+def _signup_page(request, form: SignupForm, *, status: int = 200, retry_after: int = 0):
+    response = render(request, "registration/signup.html", {"form": form}, status=status)
+    if retry_after:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 def signup(request):
-    form = SignupForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        messages.success(request, f"Welcome, {user.username}.")
-        return redirect("profile")
-    return render(request, "registration/signup.html", {"form": form})
+    if request.method != "POST":
+        return _signup_page(request, SignupForm())
+    # Bound even when the body is empty, so that a refusal can be added to it.
+    form = SignupForm(request.POST)
+    address = client_address(request)
+    try:
+        # Before the form's checks, so a throttled client gets its answer first, whatever it
+        # typed; signup_create counts again under a lock.
+        signup_throttle_check(address=address)
+        if not form.is_valid():
+            return _signup_page(request, form)
+        user = signup_create(
+            username=form.cleaned_data["username"],
+            password=form.cleaned_data["password1"],
+            address=address,
+        )
+    except SignupThrottled as error:
+        form.add_error(None, error.message)
+        return _signup_page(request, form, status=429, retry_after=error.retry_after)
+    except IntegrityError:
+        # The form saw the name free; another sign-up took it since.
+        form.add_error("username", "A user with that username already exists.")
+        return _signup_page(request, form)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    messages.success(request, f"Welcome, {user.username}.")
+    return redirect("profile")
 
 
 def _profile(request, *, form: TokenForm, new_key: str = "", status: int = 200):

@@ -5,6 +5,7 @@ by the live-event relay (kbsite/live.py). `DATABASE_URL` and `REDIS_URL` switch 
 setup (PostgreSQL, Redis broker, channels-redis).
 """
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -218,6 +219,20 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "kbsite.views.login_locked_out"  # the login page, saying why
+
+# Sign-up is throttled per client address (accounts/throttling.py): at most this many accounts
+# an hour from one address (an IPv6 address counts by its /64), counted in the database, so that
+# every web process sees the same count. 0 turns it off.
+SIGNUP_THROTTLE_PER_HOUR = env_int("SIGNUP_THROTTLE_PER_HOUR", 5)
+# The client address is REMOTE_ADDR, unless that is one of these proxies (addresses or networks,
+# comma-separated): then it is the right-most address of X-Forwarded-For that is not one of them.
+# Empty: X-Forwarded-For is never read (a client could write anything there).
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES")
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ValueError(f"TRUSTED_PROXIES: {_proxy!r} is not an address or network") from None
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
