@@ -74,3 +74,25 @@ class SignupAddress(models.Model):
     def __str__(self) -> str:
         return self.address
 
+
+class EmailVerification(models.Model):
+    """The email check of an account made while ACCOUNT_EMAIL_VERIFICATION was "required".
+
+    Accounts without a row (made by an operator, or before the setting was turned on) need no
+    check. The account's check holds while `email` is still the account's address, so an
+    address changed afterwards needs a link of its own.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="email_verification",
+    )
+    email = models.EmailField(max_length=254)  # where the last link went
+    sent_at = models.DateTimeField(null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        state = "verified" if self.verified_at else "pending"
+        return f"{self.email} ({state})"

@@ -1,5 +1,5 @@
-"""Account pages under /accounts/: sign up, the profile page and its API tokens (log in and
-out are django.contrib.auth's)."""
+"""Account pages under /accounts/: sign up, email verification, the profile page and its API
+tokens (log in and out are django.contrib.auth's)."""
 
 from django.contrib import messages
 from django.contrib.auth import login
@@ -7,11 +7,20 @@ from django.contrib.auth.decorators import login_required
 from django.db import IntegrityError
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from accounts.forms import SignupForm, TokenForm
 from accounts.models import ApiToken
-from accounts.services import TokenError, api_token_create, api_token_revoke, signup_create
+from accounts.services import (
+    TokenError,
+    VerificationError,
+    api_token_create,
+    api_token_revoke,
+    email_verification_send,
+    email_verification_state,
+    email_verify,
+    signup_create,
+)
 from accounts.throttling import SignupThrottled, client_address, signup_throttle_check
 
 
@@ -37,7 +46,9 @@ def signup(request):
         user = signup_create(
             username=form.cleaned_data["username"],
             password=form.cleaned_data["password1"],
+            email=form.cleaned_data.get("email", ""),
             address=address,
+            site_url=request.build_absolute_uri("/"),
         )
     except SignupThrottled as error:
         form.add_error(None, error.message)
@@ -48,6 +59,11 @@ def signup(request):
         return _signup_page(request, form)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     messages.success(request, f"Welcome, {user.username}.")
+    if email_verification_state(user=user) is not None:
+        messages.info(
+            request,
+            f"We sent a link to {user.email}: follow it and you can submit kernels.",
+        )
     return redirect("profile")
 
 
@@ -58,7 +74,12 @@ def _profile(request, *, form: TokenForm, new_key: str = "", status: int = 200):
     return render(
         request,
         "accounts/profile.html",
-        {"tokens": tokens, "form": form, "new_key": new_key},
+        {
+            "tokens": tokens,
+            "form": form,
+            "new_key": new_key,
+            "email_state": email_verification_state(user=request.user),
+        },
         status=status,
     )
 
@@ -95,4 +116,29 @@ def token_revoke(request, pk: int):
     except ApiToken.DoesNotExist:
         return render(request, "accounts/token_missing.html", status=404)
     messages.success(request, f"Token {token.prefix}… is revoked.")
+    return redirect("profile")
+
+
+@never_cache
+@require_safe
+def verify_email(request, token: str):
+    """The link of the verification email; it works without a login (often another browser)."""
+    try:
+        user = email_verify(token=token)
+    except VerificationError as error:
+        return render(request, "accounts/email_verify.html", {"error": error.message}, status=400)
+    return render(request, "accounts/email_verify.html", {"verified_user": user})
+
+
+@login_required
+@require_POST
+def verification_resend(request):
+    try:
+        verification = email_verification_send(
+            user=request.user, site_url=request.build_absolute_uri("/")
+        )
+    except VerificationError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"A new link is on its way to {verification.email}.")
     return redirect("profile")

@@ -234,6 +234,31 @@ for _proxy in TRUSTED_PROXIES:
     except ValueError:
         raise ValueError(f"TRUSTED_PROXIES: {_proxy!r} is not an address or network") from None
 
+# "required": a new account gives an email address at sign-up and may log in at once, but may
+# submit only once it has followed the link sent there (accounts.services.may_submit). "none"
+# (the default) asks for no email, so `make run` needs no mail server.
+ACCOUNT_EMAIL_VERIFICATION = env("ACCOUNT_EMAIL_VERIFICATION", "none")
+if ACCOUNT_EMAIL_VERIFICATION not in ("none", "required"):
+    raise ValueError(
+        f"ACCOUNT_EMAIL_VERIFICATION={ACCOUNT_EMAIL_VERIFICATION!r}: 'none' or 'required'"
+    )
+# How long a verification link works (it is signed with SECRET_KEY and carries its time).
+ACCOUNT_EMAIL_VERIFICATION_HOURS = env_int("ACCOUNT_EMAIL_VERIFICATION_HOURS", 48)
+# Mail goes out through EMAIL_HOST over SMTP; without one it is written to the web process's
+# log (Django's console backend), enough to follow a link on one's own machine.
+EMAIL_HOST = env("EMAIL_HOST")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = 10  # seconds; a sign-up must not hang on a mail server that does not answer
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "kbsite <noreply@localhost>")
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
