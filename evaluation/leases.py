@@ -195,9 +195,15 @@ def release(kinds: Iterable[Kind], *, runner_name: str) -> int:
 
 
 @contextmanager
-def kept(rows: Iterable[models.Model], *, runner_name: str, lease_seconds: float):
+def kept(rows: Iterable[models.Model], *, runner_name: str, lease_seconds: float,
+         on_lost: Callable[[models.Model], None] | None = None):
     """Extend the leases of `rows` while the block runs (the child that runs the work may take
-    far longer than one lease), so only a dead runner's lease lapses."""
+    far longer than one lease), so only a dead runner's lease lapses.
+
+    `on_lost(row)` is called, from the beating thread, at each beat that finds the row no longer
+    held by this runner (cancelled, or taken over after this runner was presumed dead): the
+    caller decides whether to stop the work. Every beat, not the first alone, since the work may
+    start processes after one (an evaluation waiting for the device, then started)."""
     rows = list(rows)
     stopped = threading.Event()
 
@@ -205,7 +211,9 @@ def kept(rows: Iterable[models.Model], *, runner_name: str, lease_seconds: float
         while not stopped.wait(max(lease_seconds / 6, 0.5)):
             for row in rows:
                 try:
-                    extend(row, runner_name=runner_name, lease_seconds=lease_seconds)
+                    held = extend(row, runner_name=runner_name, lease_seconds=lease_seconds)
+                    if not held and on_lost is not None and not stopped.is_set():
+                        on_lost(row)
                 except Exception:  # a briefly locked database; the next beat tries again
                     log.exception("could not extend the lease of %s", row)
         connection.close()  # this thread's own connection

@@ -7,6 +7,7 @@ short progress updates and lease extensions.
 import copy
 import logging
 import secrets
+import threading
 import time
 
 from django.conf import settings
@@ -23,6 +24,7 @@ from evaluator.gate import DeviceGate
 from evaluator.runner import results, sandbox
 from evaluator.types import Job, Result
 from gpu_runner.sharing import profile_process_fits, sharing_fields
+from gpu_runner.stopping import evaluation_stop
 from kbsite.live import publish, submission_group
 from leaderboard.selectors import would_set_record
 from leaderboard.services import board_refresh_for
@@ -90,11 +92,37 @@ def _evaluate_claimed(submission: Submission, *, runner_name: str) -> str:
     Runner.objects.filter(name=runner_name).update(current_submission_id=submission.pk)
     submission_status_publish(submission=submission)
     try:
+        if _cancelled(submission):  # between the claim and now: nothing to start
+            return "cancelled"
         result = _run_in_sandbox(submission, runner_name=runner_name)
+        if _cancelled(submission):
+            # Stopped by the heartbeat (or it ended as the cancel came): the row says
+            # cancelled, and whatever the killed evaluation returned is no verdict of its own.
+            log.info("submission %s was cancelled while running; no result stored",
+                     submission.pk)
+            return "cancelled"
         evaluation = _store_result(submission, result, runner_name=runner_name)
     finally:
         Runner.objects.filter(name=runner_name).update(current_submission_id=None)
     return evaluation.verdict if evaluation else "already stored"
+
+
+def _cancelled(submission: Submission) -> bool:
+    return Submission.objects.filter(
+        pk=submission.pk, status=Submission.Status.CANCELLED).exists()
+
+
+def _stop_if_cancelled(submission: Submission):
+    """The lease's on_lost for a submission run by the calling thread: a beat that finds the
+    lease gone because the submission was cancelled kills its evaluation (gpu_runner/stopping.py);
+    one taken over by another runner is left to finish, its result dropped as before."""
+    thread_id = threading.get_native_id()
+
+    def on_lost(row) -> None:
+        if _cancelled(submission):
+            evaluation_stop(thread_id=thread_id)
+
+    return on_lost
 
 
 def submission_stop(submission: Submission, *, message: str) -> bool:
@@ -185,22 +213,27 @@ def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
         now = time.monotonic()
         if event.get("type") == "phase" or now - last_saved >= PROGRESS_SAVE_EVERY:
             last_saved = now
-            Submission.objects.filter(pk=submission.pk).update(progress=event)
+            # Running only: a cancelled row keeps saying so until its evaluation is killed.
+            Submission.objects.filter(
+                pk=submission.pk, status=Submission.Status.RUNNING).update(progress=event)
             submission.progress = event
             payload = submission_status_payload(submission)
             publish(submission_group(submission.pk), {"type": "progress", **payload})
 
     job = build_job(submission)
-    return _run_job(job, lease=submission, runner_name=runner_name, on_event=on_event)
+    return _run_job(job, lease=submission, runner_name=runner_name, on_event=on_event,
+                    on_lost=_stop_if_cancelled(submission))
 
 
 def _run_job(
-    job: Job, *, lease: Submission | Reverification, runner_name: str, on_event=None
+    job: Job, *, lease: Submission | Reverification, runner_name: str, on_event=None,
+    on_lost=None,
 ) -> Result:
     started = time.monotonic()
     try:
         with leases.kept(
-            [lease], runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS
+            [lease], runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS,
+            on_lost=on_lost,
         ):
             result = sandbox.run_job(job, on_event=on_event)
     except Exception as error:  # the harness itself failed: say so, never lose the submission

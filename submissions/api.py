@@ -28,8 +28,9 @@ from kbsite.api_errors import (
 from kbsite.parsers import JSONParser
 from problems.models import Problem
 from submissions import serializers as s
+from submissions.cancellations import CancelError, batch_cancel, submission_cancel
 from submissions.errors import BatchError, SubmissionError
-from submissions.models import Submission
+from submissions.models import Batch, Submission
 from submissions.ncu_reports import NcuRequestError, ncu_report_request
 from submissions.quotas import QuotaExceeded, quota_usage
 from submissions.reverifications import ReverificationError, reverification_request_by_owner
@@ -402,7 +403,7 @@ class SubmissionBatchApi(ApiMixin, APIView):
         serializer = s.BatchInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            submissions = submission_create_batch(
+            batch, submissions = submission_create_batch(
                 user=request.user,
                 items=[dict(item) for item in serializer.validated_data["submissions"]],
                 idempotency_key=request.headers.get("Idempotency-Key", "").strip(),
@@ -425,7 +426,11 @@ class SubmissionBatchApi(ApiMixin, APIView):
                 error_body(str(error), "invalid_batch", errors=errors),
                 status=statuses.pop() if len(statuses) == 1 else 400,
             )
-        body = {"submissions": [s.AcceptedSerializer.build(request, x) for x in submissions]}
+        body = {
+            "batch": batch.pk,
+            "batch_url": request.build_absolute_uri(f"/api/v1/batches/{batch.pk}/"),
+            "submissions": [s.AcceptedSerializer.build(request, x) for x in submissions],
+        }
         return Response(body, status=202)
 
 
@@ -435,7 +440,8 @@ class SubmissionDetailApi(ApiMixin, APIView):
     @extend_schema(
         operation_id="submissions_retrieve",
         responses={200: s.SubmissionSerializer, **NOT_FOUND, **ERRORS},
-        description="Status (queued, running, finished), verdict and the full evaluation. "
+        description="Status (queued, running, finished, cancelled), verdict and the full "
+        "evaluation. "
         "The source and everything derived from it (error text, compiler output, traceback, "
         "logs, static report, profile, diagnosis, source hash) go to whoever may see the "
         "source: the owner and admins, others where the problem's code is public and no "
@@ -494,6 +500,99 @@ class SubmissionReverifyApi(ApiMixin, APIView):
                 status=429, headers={"Retry-After": str(error.retry_after)},
             )
         return Response(s.ReverificationSerializer(reverification).data, status=202)
+
+
+# How a CancelError answers over HTTP.
+CANCEL_STATUS = {"forbidden": 403, "already_ended": 409, "reverifying": 409}
+CANCEL_ERRORS = {
+    403: OpenApiResponse(ApiErrorSerializer, description="Not yours (code forbidden)."),
+    409: OpenApiResponse(ApiErrorSerializer, description="Already finished or cancelled "
+                         "(already_ended), or finished with its record being re-verified "
+                         "(reverifying)."),
+    **NOT_FOUND,
+    **ERRORS,
+}
+
+
+class SubmissionCancelApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="submissions_cancel",
+        request=None,
+        responses={200: s.SubmissionSerializer, **CANCEL_ERRORS},
+        description="Cancel a queued or running submission (a test run too): it is never "
+        "claimed again and never ranks, its quota reservation is released, and a running one "
+        "is stopped by its runner at the runner's next heartbeat (it is charged the time it "
+        "ran). Answers the submission, status `cancelled`. Owner and admins only. A finished "
+        "submission cannot be cancelled, nor a record's re-verification.",
+    )
+    def post(self, request, pk: int) -> Response:
+        submission = (
+            Submission.objects.select_related("problem", "hardware", "user", "model")
+            .filter(pk=pk).first()
+        )
+        if submission is None or not can_see_submission(submission, request.user):
+            raise exceptions.NotFound(f"There is no submission {pk}.")
+        try:
+            submission = submission_cancel(submission=submission, user=request.user)
+        except CancelError as error:
+            return Response(error_body(error.message, error.code),
+                            status=CANCEL_STATUS.get(error.code, 400))
+        data = s.submission_data(
+            request, submission,
+            show_source=can_see_source(submission, request.user),
+            show_reference=can_see_reference(submission, request.user),
+            owner=can_act_on(submission, request.user),
+        )
+        return Response(s.SubmissionSerializer(data, context=data["visibility"]).data)
+
+
+def _own_batch(request, pk: int) -> Batch:
+    """The batch, for its owner and staff; others get 404 (batches are not public)."""
+    batch = Batch.objects.filter(pk=pk).first()
+    user = request.user
+    if batch is None or not (user.is_staff or (batch.user_id and batch.user_id == user.pk)):
+        raise exceptions.NotFound(f"You have no batch {pk}.")
+    return batch
+
+
+class BatchDetailApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="batches_retrieve",
+        responses={200: s.BatchSerializer, **NOT_FOUND, **ERRORS},
+        description="A batch made by POST /api/v1/submissions/batch/: its status, how many of "
+        "its submissions are in each status, and the submissions. Owner and admins only.",
+    )
+    def get(self, request, pk: int) -> Response:
+        batch = _own_batch(request, pk)
+        return Response(s.BatchSerializer(s.BatchSerializer.build(request, batch),
+                                          context={"request": request}).data)
+
+
+class BatchCancelApi(ApiMixin, APIView):
+    permission_classes = [IsAuthenticated, TokenScopes]
+
+    @extend_schema(
+        operation_id="batches_cancel",
+        request=None,
+        responses={200: s.BatchSerializer, **CANCEL_ERRORS},
+        description="Cancel every queued or running submission of a batch, as "
+        "/api/v1/submissions/ID/cancel/ does one (those finished keep their results); the "
+        "batch's status is `cancelled`. 409 when it was cancelled before and nothing of it "
+        "waits or runs. Owner and admins only.",
+    )
+    def post(self, request, pk: int) -> Response:
+        batch = _own_batch(request, pk)
+        try:
+            batch = batch_cancel(batch=batch, user=request.user)
+        except CancelError as error:
+            return Response(error_body(error.message, error.code),
+                            status=CANCEL_STATUS.get(error.code, 400))
+        return Response(s.BatchSerializer(s.BatchSerializer.build(request, batch),
+                                          context={"request": request}).data)
 
 
 class QuotaApi(ApiMixin, APIView):

@@ -37,6 +37,13 @@ urlpatterns = [
         name="api_submission_reverify",
     ),
     path(
+        "v1/submissions/<int:pk>/cancel/",
+        api.SubmissionCancelApi.as_view(),
+        name="api_submission_cancel",
+    ),
+    path("v1/batches/<int:pk>/", api.BatchDetailApi.as_view(), name="api_batch_detail"),
+    path("v1/batches/<int:pk>/cancel/", api.BatchCancelApi.as_view(), name="api_batch_cancel"),
+    path(
         "v1/submissions/<int:pk>/ncu/",
         api.NcuReportListCreateApi.as_view(),
         name="api_submission_ncu",

@@ -55,7 +55,9 @@ def submission_status_publish(*, submission: Submission) -> None:
 
 def settled(payload: dict) -> bool:
     """Whether a status payload (selectors.submission_status_payload) is the last one: finished,
-    and its ranking not pending (Submission.is_settled, as the payload carries it)."""
+    and its ranking not pending, or cancelled (Submission.is_settled, as the payload carries it)."""
+    if payload.get("status") == Submission.Status.CANCELLED:
+        return True
     ranking = payload.get("ranking") or {}
     return payload.get("status") == Submission.Status.FINISHED and ranking.get("state") != (
         RankingState.PENDING

@@ -15,6 +15,69 @@ from evaluator import verdicts
 from submissions.runs.models import Generation, Model, Run, RunSample  # noqa: F401
 
 
+class Batch(models.Model):
+    """Submissions sent in one request to the batch API: followed and cancelled together.
+
+    Its status is read from its submissions (`status`), except that a batch cancelled as a
+    whole says so: the rows of its submissions are what runners claim, so a status kept here
+    would need every runner to write it as well."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"  # every submission waiting
+        RUNNING = "running"  # some evaluated or running, some still to come
+        FINISHED = "finished"  # none waiting or running
+        CANCELLED = "cancelled"  # cancelled as a whole, or every submission cancelled
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="batches",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "batches"
+
+    def __str__(self) -> str:
+        return f"batch {self.pk}"
+
+    def counts(self) -> dict[str, int]:
+        """How many of its submissions are in each status (every status named, 0 included)."""
+        found = dict(
+            self.submissions.order_by().values_list("status").annotate(n=models.Count("id"))
+        )
+        return {status: found.get(status, 0) for status in Submission.Status.values}
+
+    def status_from(self, counts: dict[str, int]) -> str:
+        """The batch's status, given counts() (read once by a caller that shows both)."""
+        status = Submission.Status
+        if self.cancelled_at is not None:
+            return self.Status.CANCELLED
+        waiting, running = counts.get(status.QUEUED, 0), counts.get(status.RUNNING, 0)
+        ended = counts.get(status.FINISHED, 0) + counts.get(status.CANCELLED, 0)
+        if waiting or running:
+            return self.Status.RUNNING if running or ended else self.Status.QUEUED
+        if ended and counts.get(status.CANCELLED, 0) == ended:
+            return self.Status.CANCELLED
+        return self.Status.FINISHED
+
+    @property
+    def status(self) -> str:
+        return self.status_from(self.counts())
+
+    def mark_cancelled(self, *, by) -> None:
+        """Cancelled as a whole: kept even where some of its submissions had finished."""
+        Batch.objects.filter(pk=self.pk, cancelled_at__isnull=True).update(
+            cancelled_at=timezone.now(), cancelled_by=by if getattr(by, "pk", None) else None
+        )
+        self.refresh_from_db(fields=["cancelled_at", "cancelled_by"])
+
+
 class Submission(models.Model):
     """One kernel source for one problem, by a user or by a model in a run."""
 
@@ -22,6 +85,8 @@ class Submission(models.Model):
         QUEUED = "queued"
         RUNNING = "running"
         FINISHED = "finished"
+        # Stopped by its owner (or an operator) before a verdict: never ranked, never claimed.
+        CANCELLED = "cancelled"
 
     class Backend(models.TextChoices):
         CUDA = "cuda"
@@ -32,6 +97,11 @@ class Submission(models.Model):
         TILELANG = "tilelang"
         CUTE = "cute"
         CUTILE = "cutile"
+
+    # Waiting or running: what holds a quota reservation and may be cancelled.
+    OPEN = (Status.QUEUED, Status.RUNNING)
+    # Nothing more comes: evaluated, or cancelled before a verdict.
+    ENDED = (Status.FINISHED, Status.CANCELLED)
 
     class ReverificationState(models.TextChoices):
         NONE = "", "not re-verified"
@@ -89,6 +159,18 @@ class Submission(models.Model):
         max_length=16, choices=ReverificationState, default=ReverificationState.NONE, blank=True
     )
     idempotency_key = models.CharField(max_length=200, blank=True)
+    # The batch request that made it, if one did (cancelled together).
+    batch = models.ForeignKey(
+        Batch, null=True, blank=True, on_delete=models.SET_NULL, related_name="submissions"
+    )
+    # Who cancelled it (its owner, or the operator who disabled the account).
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    # Evaluation seconds a submission cancelled while running is charged (it stores no
+    # evaluation, whose wall time is what the others are charged): from its claim to the cancel.
+    charged_seconds = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     # When its evaluation task reached the broker. Null on a queued submission means the enqueue
     # after the commit failed (database locked, broker down): a sweep queues it again.
@@ -140,10 +222,46 @@ class Submission(models.Model):
 
     @property
     def is_settled(self) -> bool:
-        """Finished, and its ranking is no longer waiting for a re-verification: what a client
-        that waits for the outcome waits for (the API's `settled`)."""
+        """Finished, and its ranking is no longer waiting for a re-verification, or cancelled:
+        what a client that waits for the outcome waits for (the API's `settled`)."""
+        if self.status == self.Status.CANCELLED:
+            return True
         return (self.status == self.Status.FINISHED
                 and self.reverification != self.ReverificationState.PENDING)
+
+    @property
+    def is_open(self) -> bool:
+        """Waiting or running: it may still be cancelled."""
+        return self.status in self.OPEN
+
+    def mark_cancelled(self, *, by) -> bool:
+        """Queued or running -> cancelled, by a conditional update (a runner finishing it at the
+        same moment wins or loses as a whole). A running one is charged the time since its
+        claim; its runner sees the cancel at its next heartbeat (its lease is no longer held)
+        and stops the evaluation. True when this call cancelled it; refreshes the row then."""
+        now = timezone.now()
+        running = models.Q(status=self.Status.RUNNING, started_at__isnull=False)
+        charged = models.Case(
+            models.When(running, then=models.Value(0.0)), default=None,
+            output_field=models.FloatField(),
+        )
+        cancelled = Submission.objects.filter(pk=self.pk, status__in=self.OPEN).update(
+            status=self.Status.CANCELLED,
+            finished_at=now,
+            lease_expires_at=None,
+            charged_seconds=charged,
+            progress={"phase": "cancelled"},
+            cancelled_by=by if getattr(by, "pk", None) else None,
+        )
+        if not cancelled:
+            return False
+        self.refresh_from_db()
+        if self.charged_seconds is not None and self.started_at is not None:
+            # Computed here rather than in SQL: date arithmetic differs between SQLite and
+            # PostgreSQL, and the row is ours now (nothing else writes a cancelled one).
+            self.charged_seconds = max((now - self.started_at).total_seconds(), 0.0)
+            self.save(update_fields=["charged_seconds"])
+        return True
 
     def hold_for_reverification(self) -> None:
         """Off the boards until its re-verification passes (a result that would set a record)."""

@@ -51,9 +51,7 @@ def day_start(now: datetime | None = None) -> datetime:
 
 
 def queued_count(user) -> int:
-    return Submission.objects.filter(
-        user=user, status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]
-    ).count()
+    return Submission.objects.filter(user=user, status__in=Submission.OPEN).count()
 
 
 def gpu_seconds_used(user, *, since: datetime) -> float:
@@ -61,7 +59,8 @@ def gpu_seconds_used(user, *, since: datetime) -> float:
 
     The runner records the wall time in phases["wall"], and a shared GPU's wait for memory in
     phases["admission_wait"], which is not charged; evaluations without the wall time (a
-    submission stopped after killing its runners) count from started_at to finished_at.
+    submission stopped after killing its runners) count from started_at to finished_at, and a
+    submission cancelled while running counts the seconds it ran (Submission.charged_seconds).
     """
     evaluations = Evaluation.objects.filter(
         submission__user=user,
@@ -79,6 +78,11 @@ def gpu_seconds_used(user, *, since: datetime) -> float:
         started_at__isnull=False, finished_at__gt=F("started_at")
     ).values_list("started_at", "finished_at"):
         total += (finished - started).total_seconds()
+    # A submission cancelled while running stores no evaluation: the time it ran is on its row.
+    total += Submission.objects.filter(
+        user=user, status=Submission.Status.CANCELLED, finished_at__gte=since,
+        charged_seconds__isnull=False,
+    ).aggregate(seconds=Sum("charged_seconds"))["seconds"] or 0.0
     return max(float(total), 0.0)
 
 
@@ -164,9 +168,10 @@ def evaluation_estimate(work: Work) -> float:
 
 def committed(user) -> list[Work]:
     """The user's submissions waiting or running: each holds a reservation until it finishes
-    (then its evaluation's own time is charged instead)."""
+    (then its evaluation's own time is charged instead) or is cancelled (then the time it ran,
+    if it ran)."""
     return [Work(*row) for row in Submission.objects.filter(
-        user=user, status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]
+        user=user, status__in=Submission.OPEN
     ).values_list("problem_id", "hardware_id", "timed")]
 
 

@@ -303,8 +303,10 @@ def submission_status_payload(submission: Submission, *, details: bool = False) 
         "progress": submission.progress,
         "attempts": submission.attempts,
         "evaluation": evaluation_summary(evaluation, details=details),
-        # ranked | pending | held | off_board, with why: changes as a re-verification lands.
-        "ranking": submission_ranking(submission) if evaluation is not None else None,
+        # ranked | pending | held | off_board, with why: changes as a re-verification lands
+        # (a cancelled one's says so: the last event of its stream).
+        "ranking": submission_ranking(submission)
+        if evaluation is not None or submission.status == Submission.Status.CANCELLED else None,
     }
 
 
@@ -386,6 +388,7 @@ class RankingDetail(TextChoices):
     NOT_TIMED = "not_timed"
     NOT_EVALUATED = "not_evaluated"
     TEST_RUN = "test_run"
+    CANCELLED = "cancelled"
 
 
 RANKING_STATE_OF = {
@@ -399,6 +402,7 @@ RANKING_STATE_OF = {
     RankingDetail.NOT_CORRECT: RankingState.OFF_BOARD,
     RankingDetail.NOT_TIMED: RankingState.OFF_BOARD,
     RankingDetail.TEST_RUN: RankingState.OFF_BOARD,
+    RankingDetail.CANCELLED: RankingState.OFF_BOARD,
 }
 
 # The details as the submission page names them (the API gives the codes).
@@ -413,6 +417,7 @@ RANKING_LABELS = {
     RankingDetail.NOT_TIMED: "off the board: not timed",
     RankingDetail.NOT_EVALUATED: "pending: not evaluated yet",
     RankingDetail.TEST_RUN: "not ranked: a test run",
+    RankingDetail.CANCELLED: "not ranked: cancelled",
 }
 
 
@@ -459,6 +464,9 @@ def board_rank(row: dict, *, problem_id: int) -> tuple[int | None, int | None]:
 def submission_ranking(submission: Submission) -> dict:
     """Whether the submission's result ranks and, if not, why: from its latest evaluation on
     its hardware (selectors.latest_evaluations) and the one rule (evaluation/scoring.py)."""
+    if submission.status == Submission.Status.CANCELLED:
+        return _ranking(RankingDetail.CANCELLED,
+                        "Cancelled before its verdict: it has no result, and never ranks.")
     if submission.test_run:
         return _ranking(RankingDetail.TEST_RUN, "A test run: checked for correctness"
                         f"{' and timed' if submission.timed else ''}, never ranked. Submit it "

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from evaluation.profiles import profile_view
 from evaluator.config import DEFAULT_TOLERANCE
 from problems.models import Problem
-from submissions.models import Evaluation, NcuReport, Reverification, Submission
+from submissions.models import Batch, Evaluation, NcuReport, Reverification, Submission
 from submissions.selectors import (
     LOG_FIELDS,
     RankingDetail,
@@ -239,6 +239,9 @@ class AcceptedSerializer(serializers.Serializer):
 
 
 class BatchAcceptedSerializer(serializers.Serializer):
+    batch = serializers.IntegerField(help_text="The batch's id: /api/v1/batches/ID/ follows "
+                                     "it, and /api/v1/batches/ID/cancel/ cancels it.")
+    batch_url = serializers.URLField()
     submissions = AcceptedSerializer(many=True)
 
 
@@ -435,7 +438,13 @@ class SubmissionSerializer(serializers.Serializer):
     run = serializers.IntegerField(allow_null=True)
     test_run = serializers.BooleanField(help_text="A test run: checked, never ranked.")
     timed = serializers.BooleanField(help_text="Whether its evaluation times it.")
-    status = serializers.ChoiceField(choices=Submission.Status.choices)
+    status = serializers.ChoiceField(
+        choices=Submission.Status.choices,
+        help_text="queued, running, finished (it has a verdict), or cancelled (stopped by its "
+        "owner or an operator before a verdict: no result, never ranked).",
+    )
+    batch = serializers.IntegerField(
+        allow_null=True, help_text="The batch it was sent in, if any (/api/v1/batches/ID/).")
     verdict = serializers.CharField(allow_null=True)
     correct = serializers.BooleanField(allow_null=True)
     candidate_ms = serializers.FloatField(allow_null=True)
@@ -468,10 +477,10 @@ class SubmissionSerializer(serializers.Serializer):
     urls = SubmissionUrlsSerializer()
     ranking = RankingSerializer(help_text="Whether its result ranks on its board, and why not.")
     settled = serializers.BooleanField(
-        help_text="True once nothing more is coming: finished, and its ranking no longer "
-        "pending a re-verification (a would-be record is evaluated again, a third time where "
-        "two disagree, before it ranks or is held). Wait for this, not for `status`, to learn "
-        "the outcome; the event stream and the websocket go on until it is true."
+        help_text="True once nothing more is coming: cancelled, or finished and its ranking no "
+        "longer pending a re-verification (a would-be record is evaluated again, a third time "
+        "where two disagree, before it ranks or is held). Wait for this, not for `status`, to "
+        "learn the outcome; the event stream and the websocket go on until it is true."
     )
     evaluation = EvaluationSerializer(allow_null=True)
 
@@ -485,13 +494,16 @@ class SubmissionListItemSerializer(serializers.Serializer):
     precision = serializers.CharField()
     test_run = serializers.BooleanField(help_text="A test run: checked, never ranked.")
     status = serializers.ChoiceField(choices=Submission.Status.choices)
+    batch = serializers.IntegerField(source="batch_id", allow_null=True,
+                                     help_text="The batch it was sent in, if any.")
     reverification = serializers.ChoiceField(
         choices=Submission.ReverificationState.choices, allow_blank=True,
         help_text="pending (a would-be record evaluated again before it ranks), passed, failed; "
         "empty when none was needed.",
     )
     settled = serializers.BooleanField(
-        source="is_settled", help_text="Finished, and its ranking no longer pending."
+        source="is_settled",
+        help_text="Finished, and its ranking no longer pending; or cancelled.",
     )
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -505,6 +517,43 @@ class SubmissionListItemSerializer(serializers.Serializer):
         return self.context["request"].build_absolute_uri(
             f"/api/v1/submissions/{submission.pk}/"
         )
+
+
+class BatchSerializer(serializers.Serializer):
+    """A batch of submissions, made by one request to the batch API."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(
+        choices=Batch.Status.choices,
+        help_text="queued: every submission waiting; running: some evaluated or running, some "
+        "to come; finished: none waiting or running; cancelled: cancelled as a whole (those "
+        "finished before keep their results), or every submission cancelled.",
+    )
+    counts = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="How many of its submissions are in each status (queued, running, finished, "
+        "cancelled).",
+    )
+    created_at = serializers.DateTimeField()
+    cancelled_at = serializers.DateTimeField(allow_null=True)
+    url = serializers.URLField()
+    submissions = SubmissionListItemSerializer(
+        many=True, help_text="Its submissions, in the request's order.")
+
+    @staticmethod
+    def build(request, batch: Batch) -> dict:
+        """What it serializes (with the request in its context, for the submissions' urls)."""
+        counts = batch.counts()
+        rows = batch.submissions.select_related("problem", "hardware").order_by("pk")
+        return {
+            "id": batch.pk,
+            "status": batch.status_from(counts),
+            "counts": counts,
+            "created_at": batch.created_at,
+            "cancelled_at": batch.cancelled_at,
+            "url": request.build_absolute_uri(f"/api/v1/batches/{batch.pk}/"),
+            "submissions": rows,
+        }
 
 
 class QuotaSerializer(serializers.Serializer):
@@ -543,6 +592,7 @@ def submission_data(request, submission: Submission, *, show_source: bool, show_
         "test_run": submission.test_run,
         "timed": submission.timed,
         "status": submission.status,
+        "batch": submission.batch_id,
         "verdict": submission.verdict or None,
         "correct": evaluation.correct if evaluation else None,
         "candidate_ms": evaluation.candidate_median_ms if evaluation else None,

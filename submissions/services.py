@@ -12,7 +12,7 @@ from evaluation.models import Hardware
 from problems.models import Problem, source_hash
 from submissions.errors import BatchError, SubmissionError
 from submissions.events import submission_status_publish
-from submissions.models import Submission
+from submissions.models import Batch, Submission
 from submissions.queues import enqueue_evaluation
 from submissions.quotas import QuotaExceeded, Work, quota_check
 from submissions.runs.models import Model, Run
@@ -106,6 +106,7 @@ def submission_create(
     idempotency_key: str = "",
     test_run: bool = False,
     timed: bool = True,
+    batch: Batch | None = None,
 ) -> Submission:
     """Validate and store a submission, then queue its evaluation once the row is committed.
 
@@ -148,6 +149,7 @@ def submission_create(
                 idempotency_key=idempotency_key if user is not None else "",
                 test_run=test_run,
                 timed=timed,
+                batch=batch,
             )
             # Both after the commit, and neither may raise there: the submission is stored,
             # so the request must not fail (a client retrying without a key would duplicate
@@ -313,11 +315,13 @@ def submission_resolve(
 
 def submission_create_batch(
     *, user, items: list[dict], idempotency_key: str = ""
-) -> list[Submission]:
-    """Store every item or none: all are validated first, then created in one transaction.
+) -> tuple[Batch, list[Submission]]:
+    """Store every item or none: all are validated first, then created in one transaction, as
+    one Batch (followed and cancelled as a whole). Returns the batch and its submissions in the
+    items' order.
 
     Each item holds submission_resolve's arguments. With an idempotency key, item i gets the
-    key "<key>:<i>", so a retried batch returns the submissions of the first one.
+    key "<key>:<i>", so a retried batch returns the submissions, and the batch, of the first one.
     """
     if not items:
         raise SubmissionError("The batch is empty.", code="empty_batch")
@@ -341,11 +345,23 @@ def submission_create_batch(
         _check_quota(user, work=[Work(item["problem"].pk, item["hardware"].pk,
                                       item.get("timed", True)) for item in resolved])
     with transaction.atomic():
-        return [
+        batch = Batch.objects.create(user=user if getattr(user, "pk", None) else None)
+        submissions = [
             submission_create(
                 user=user,
                 idempotency_key=f"{idempotency_key}:{index}" if idempotency_key else "",
+                batch=batch,
                 **kwargs,
             )
             for index, kwargs in enumerate(resolved)
         ]
+        if not any(s.batch_id == batch.pk for s in submissions):
+            # A retry: every submission is the first request's, and so is the batch (one
+            # stored before batches had ids gets this one).
+            earlier = {s.batch_id for s in submissions} - {None}
+            if earlier:
+                batch.delete()
+                batch = Batch.objects.get(pk=earlier.pop())
+            else:
+                Submission.objects.filter(pk__in=[s.pk for s in submissions]).update(batch=batch)
+    return batch, submissions

@@ -10,6 +10,7 @@ urlpatterns = [
     path("<int:pk>/source/", views.submission_source, name="submission_source"),
     path("<int:pk>/status.json", views.submission_status, name="submission_status"),
     path("<int:pk>/reverify/", views.submission_reverify, name="submission_reverify"),
+    path("<int:pk>/cancel/", views.submission_cancel_view, name="submission_cancel"),
     path("<int:pk>/ncu/", views.submission_ncu, name="submission_ncu"),
     path("<int:pk>/ncu/<int:report_pk>.ncu-rep", views.submission_ncu_report,
          name="submission_ncu_report"),

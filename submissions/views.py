@@ -22,6 +22,7 @@ from evaluation.profiles import profile_view
 from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
 from problems.starters import StarterError, starter_source
+from submissions.cancellations import CancelError, may_cancel, submission_cancel
 from submissions.errors import SubmissionError
 from submissions.forms import SubmissionFilterForm, SubmissionForm
 from submissions.models import Evaluation, NcuReport, Reverification, Submission
@@ -189,6 +190,8 @@ def _evaluation_context(request, submission: Submission) -> dict:
         "can_reverify": owner and evaluation is not None and evaluation.timing_held
         and (reverification is None or reverification.is_finished),
         "reverify_per_day": reverifications_per_day(),
+        # The owner (and staff) may cancel it while it waits or runs.
+        "can_cancel": submission.is_open and may_cancel(submission, request.user),
         "first_evaluation": first,
         "first_logs": evaluation_logs(first, details=details),
         # Each trial's numbers; its text (error, note, diagnosis) with details only.
@@ -360,6 +363,23 @@ def submission_reverify(request, pk: int):
     except (ReverificationError, QuotaExceeded) as error:
         messages.error(request, error.message)
     return redirect(f"{submission.get_absolute_url()}#ranking")
+
+
+@require_POST
+@login_required
+def submission_cancel_view(request, pk: int):
+    """Cancel a queued or running submission from its page (owner and staff)."""
+    submission = _submission_or_404(request, pk)
+    try:
+        submission_cancel(submission=submission, user=request.user)
+        messages.success(request, "Cancelled: it will not be evaluated (a running evaluation "
+                                  "is stopped within seconds), and its reserved evaluation "
+                                  "time is released.")
+    except CancelError as error:
+        if error.code == "forbidden":
+            raise PermissionDenied(error.message) from None
+        messages.error(request, error.message)
+    return redirect(submission.get_absolute_url())
 
 
 @require_GET

@@ -53,8 +53,10 @@
     return "starting";
   }
 
-  // Finished, and its ranking no longer pending a re-verification (Submission.is_settled).
+  // Finished, and its ranking no longer pending a re-verification, or cancelled
+  // (Submission.is_settled).
   function settled(state) {
+    if (state.status === "cancelled") { return true; }
     return state.status === "finished" && !(state.ranking && state.ranking.state === "pending");
   }
 
@@ -94,6 +96,9 @@
       }, 1000);
     }
     showElapsed(state.status);
+    // The cancel button goes once it no longer waits or runs.
+    var cancel = document.getElementById("cancel-form");
+    if (cancel && state.status !== "queued" && state.status !== "running") { cancel.hidden = true; }
     // Position and estimate in words, from the server (submissions.selectors.queue_text).
     setText("queue-position", state.status === "queued" && state.queue_text ? "(" + state.queue_text + ")" : "");
     var section = document.getElementById("live-status");

@@ -299,7 +299,8 @@ def run_advance(*, run: Run, requeue_pending: bool = False) -> int:
                     continue
                 if row["turn"] >= run.refinement_turns:
                     continue
-                waiting = row["submission__status"] not in (None, Submission.Status.FINISHED)
+                # A cancelled sample has ended too: its next turn goes on without feedback.
+                waiting = row["submission__status"] not in (None, *Submission.ENDED)
                 if waiting:
                     complete = False
                     continue
