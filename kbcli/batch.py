@@ -163,6 +163,11 @@ def cmd_submit_folder(
             print(f"Submitted {item.name} as submission {record['id']}: {record['page_url']}")
     total = len(accepted) + len(refused)
     print(f"kb: submitted {len(accepted)} of {total} kernel files", file=sys.stderr)
+    batches = sorted({record["batch"] for _, record in accepted if record.get("batch")})
+    if batches:
+        ids = " ".join(str(batch) for batch in batches)
+        print(f"kb: batch {ids} (`kb cancel --batch ID` cancels what of it still waits or "
+              "runs)", file=sys.stderr)
     finals = {}
     if args.wait:
         deadline = time.monotonic() + args.timeout

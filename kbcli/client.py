@@ -36,11 +36,13 @@ class ApiError(Exception):
 
 
 def settled(state: dict) -> bool:
-    """Whether a submission's record or live event is its last: finished, and its ranking not
-    pending (a would-be record is evaluated again, a third time where two disagree, before it
-    ranks or is held). The API says so as `settled`; events carry the ranking."""
+    """Whether a submission's record or live event is its last: cancelled, or finished and its
+    ranking not pending (a would-be record is evaluated again, a third time where two disagree,
+    before it ranks or is held). The API says so as `settled`; events carry the ranking."""
     if "settled" in state:
         return bool(state["settled"])
+    if state.get("status") == "cancelled":
+        return True
     ranking = state.get("ranking") or {}
     return state.get("status") == "finished" and ranking.get("state") != "pending"
 
@@ -113,11 +115,16 @@ class Client:
         return self.request("POST", f"{API}/submissions/", json=fields, headers=headers)
 
     def submit_batch(self, items: list[dict]) -> list[dict]:
-        """Store up to BATCH_MAX submissions at once (all or none); their accepted records."""
+        """Store up to BATCH_MAX submissions at once (all or none); their accepted records,
+        each with its batch's id as `batch` (a site from before batches had ids gives none)."""
         headers = {"Idempotency-Key": uuid.uuid4().hex}
         body = {"submissions": items}
-        return self.request("POST", f"{API}/submissions/batch/", json=body,
-                            headers=headers)["submissions"]
+        answer = self.request("POST", f"{API}/submissions/batch/", json=body, headers=headers)
+        records = answer["submissions"]
+        if answer.get("batch") is not None:
+            for record in records:
+                record.setdefault("batch", answer["batch"])
+        return records
 
     def starter(self, slug: str, backend: str) -> dict:
         """A working kernel for the problem in the backend: problem, backend, filename, source."""
@@ -131,6 +138,17 @@ class Client:
 
     def reverify(self, submission_id: int) -> dict:
         return self.request("POST", f"{API}/submissions/{submission_id}/reverify/")
+
+    def cancel(self, submission_id: int) -> dict:
+        """Cancel a queued or running submission of yours; its record, status cancelled."""
+        return self.request("POST", f"{API}/submissions/{submission_id}/cancel/")
+
+    def batch(self, batch_id: int) -> dict:
+        return self.get(f"{API}/batches/{batch_id}/")
+
+    def cancel_batch(self, batch_id: int) -> dict:
+        """Cancel every queued or running submission of a batch of yours; the batch."""
+        return self.request("POST", f"{API}/batches/{batch_id}/cancel/")
 
     def problem_by_slug(self, slug: str) -> dict:
         """The problem named by its slug (level1/19_ReLU), found through the list's search."""

@@ -62,6 +62,8 @@ def describe(event: dict) -> str:
         if progress.get("phase"):
             return prefix + f"running: {progress['phase']}"
         return prefix + "running"
+    if status == "cancelled":
+        return prefix + "cancelled"
     if status == "finished":
         line = prefix + f"finished: {event.get('verdict')}"
         ranking = event.get("ranking")
@@ -98,6 +100,7 @@ RANKING_LABELS = {  # details; also the states of servers from before `detail`
     "not_timed": "not timed",
     "not_evaluated": "not evaluated yet",
     "test_run": "a test run",
+    "cancelled": "cancelled",
 }
 
 
@@ -401,6 +404,22 @@ def cmd_reverify(args) -> int:
     return _finish(args, client, client.submission(args.id))
 
 
+def cmd_cancel(args) -> int:
+    """Cancel a queued or running submission of yours, or (--batch) every one of a batch."""
+    client = client_from_config()
+    if args.batch:
+        batch = client.cancel_batch(args.id)
+        counts = batch.get("counts") or {}
+        emit(args, batch, f"Batch {batch['id']}: {batch['status']} ("
+             + ", ".join(f"{counts.get(name, 0)} {name}"
+                         for name in ("cancelled", "finished", "running", "queued")) + ")")
+        return EXIT_OK
+    data = client.cancel(args.id)
+    kind = "Test run" if data.get("test_run") else "Submission"
+    emit(args, data, f"{kind} {data['id']}: {data['status']}")
+    return EXIT_OK
+
+
 def cmd_leaderboard(args) -> int:
     client = client_from_config()
     numbers = problem_numbers(client, args)
@@ -561,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = command("list", cmd_list, "list your submissions, newest first")
     listing.add_argument("--problem", help="text in the problem's slug, e.g. level1/19_ReLU")
-    listing.add_argument("--status", choices=["queued", "running", "finished"])
+    listing.add_argument("--status", choices=["queued", "running", "finished", "cancelled"])
     listing.add_argument("--verdict", help="e.g. correct, incorrect, compile_error")
     listing.add_argument("--hardware")
     listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")
@@ -571,6 +590,14 @@ def build_parser() -> argparse.ArgumentParser:
     reverify.add_argument("id", type=int)
     reverify.add_argument("--wait", action="store_true", help=wait_help)
     reverify.add_argument("--timeout", type=float, default=3600)
+
+    cancel = command("cancel", cmd_cancel,
+                     "cancel a queued or running submission of yours (a running one is "
+                     "stopped within seconds; a finished one cannot be cancelled)")
+    cancel.add_argument("id", type=int, help="the submission's id, or the batch's with --batch")
+    cancel.add_argument("--batch", action="store_true",
+                        help="ID is a batch (`kb submit FOLDER` prints it): cancel every "
+                        "queued or running submission of it")
 
     profile = command("profile", cmd_profile,
                       "ask for an Nsight Compute report on a submission's kernels")
