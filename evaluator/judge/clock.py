@@ -507,11 +507,11 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
     short = skipped > 0 and seen < expected - 0.5 * skipped - tolerance
     judge_median = statistics.median(cand.judge) if cand.judge else None
     # The judge's own figure per call: per block, its interval per call less the path and the
-    # flushes; the least over blocks. The host only lengthens a block, which holds its calls'
-    # whole work (fresh inputs, every output checked), so the shortest is the least disturbed
-    # (the median ran 5 to 19% above an honest 0.5 ms call's own figure on a 2-core host).
+    # flushes; the median over blocks. (The least over blocks came closer to an honest 0.5 ms
+    # call's own figure, but less the path's median it read 0 for calls shorter than the
+    # path's spread, and a figure of 0 bounds no forged one from below.)
     own = [b - expected - skipped for b in (cand.blocks or cand.judge)]
-    judge_ms = max(0.0, min(own)) if own else 0.0
+    judge_ms = max(0.0, statistics.median(own)) if own else 0.0
     resolution = RESOLUTION_ERRORS * se + RESOLUTION_PATH_SHARE * path + RESOLUTION_FLOOR_MS
     lower = max(judge_ms - resolution, 0.5 * judge_ms, RESOLUTION_FLOOR_MS)
     upper = max(judge_ms + resolution, lower)
