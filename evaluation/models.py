@@ -70,10 +70,6 @@ class Runner(models.Model):
     def online_since():
         return timezone.now() - timedelta(seconds=settings.RUNNER_OFFLINE_AFTER_SECONDS)
 
-    @property
-    def is_online(self) -> bool:
-        return self.last_seen >= self.online_since()
-
 
 class AccountWeight(models.Model):
     """An account's share of the runners (evaluation/fairness.py): it takes `weight` turns for

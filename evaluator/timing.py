@@ -2,7 +2,7 @@
 
 An evaluation times one call at a time (`timed_call`), the same function in the candidate's
 worker and for the reference in the judge; the loop around it, the inputs of every call and
-the clock that bounds what the worker reports are the judge's (judge_clock.py). Validations and
+the clock that bounds what the worker reports are the judge's (judge/clock.py). Validations and
 baselines, which time only the trusted reference, run the whole loop here (`time_callable`).
 
 Per timed call on a GPU: record an event, flush the L2 by writing a buffer larger than it (as
@@ -48,7 +48,6 @@ import torch
 
 _flush_buffers: dict[str, torch.Tensor] = {}
 MAX_PREFIX_FLUSHES = 8  # a call that blocks the host on the device gains nothing from more
-SETS_MEMORY_SHARE = 0.08  # of the device's memory, for all timing input sets together
 
 
 def l2_flush_buffer(device: str) -> torch.Tensor:
@@ -155,15 +154,6 @@ def calibration_call(*inputs: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return value.clone()
     return None
-
-
-def sets_that_fit(set_bytes: int, wanted: int, device: str) -> int:
-    """How many input sets of `set_bytes` to time with: `wanted`, fewer (at least one) where they
-    would take more than SETS_MEMORY_SHARE of the device's memory."""
-    if device == "cpu" or set_bytes <= 0:
-        return max(1, wanted)
-    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
-    return max(1, min(wanted, int(SETS_MEMORY_SHARE * total) // set_bytes))
 
 
 def median_rel_err(samples: Sequence[float]) -> float:

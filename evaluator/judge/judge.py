@@ -111,7 +111,7 @@ class Judge(CorrectnessPhases, TimedPhases, ProfiledPhases):
         self.worker_beside_reference: dict[str, float] | None = None  # by the timing (timed.py)
         self.round_trip: dict[str, float] = {}
         self.ref_timer: Any = None  # timing.CallTimer, the judge's (made by _calibrate)
-        self.echo: Any = None  # judge_clock.Echo
+        self.echo: Any = None  # clock.Echo
         self.local_path: Any = None
         self.reference: Any = None  # the problem's module, loaded here
         # Set by the phases in order (_load_reference, _load_candidate): the seeds, the

@@ -162,7 +162,7 @@ class TimedPhases:
 
     def _calibrate(self, reference: Any, seeds: dict) -> None:
         """What the path through the worker costs the judge's clock beyond the same call made
-        here, measured before the candidate's code is loaded (judge_clock.round_trip), on a set
+        here, measured before the candidate's code is loaded (clock.round_trip), on a set
         of the problem's inputs drawn for it alone."""
         from evaluator.judge.clock import Echo, LocalPath, round_trip
         from evaluator.loading import make_inputs
@@ -534,7 +534,7 @@ class TimedPhases:
 
     def _stream_check(self, cand: dict, ref: dict) -> dict[str, Any]:
         """Work on another stream, from the worker's own figures (evidence: a worker that hides
-        it also hides its time from the judge's clock, which judge_clock.vouch holds it to)."""
+        it also hides its time from the judge's clock, which clock.vouch holds it to)."""
         check: dict[str, Any] = {}
         if self.device == "cpu" or not cand["samples_ms"]:
             return check

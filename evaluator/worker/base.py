@@ -4,7 +4,7 @@ It never sees the reference, the expected outputs, the server's seed or any inpu
 call that uses it, and never decides a verdict: it answers the judge's requests with outputs and
 facts (exceptions included), and the judge decides. A timed call is one request: the inputs
 arrive with it, the reply carries the whole output and the call's own timing, which the judge
-holds against its clock (judge_clock.py).
+holds against its clock (judge/clock.py).
 
 Nothing starts this module as a program (`-m evaluator.worker.base`). The judge's
 WorkerHandle runs `python -c workers.WORKER_ENTRY`, that is probe.main: this module's `main` with
@@ -283,7 +283,7 @@ class Worker:
 
     def call(self, fn: Any, inputs: Any, flushes: int) -> tuple[dict, Any]:
         """One timed call on the inputs that came with it (timing.CallTimer). Before the load,
-        the judge calibrates the path with a harmless call of its own (judge_clock)."""
+        the judge calibrates the path with a harmless call of its own (judge/clock.py)."""
         try:
             out, facts = self.timer(fn, inputs, flushes)
         except BaseException as exc:

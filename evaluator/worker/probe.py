@@ -8,7 +8,7 @@ measured in the candidate's process is evidence that the candidate could forge; 
 takes a value from here as a verdict. What decides is checked where the candidate cannot reach:
 the outputs (compared in the judge against expected outputs the worker never sees, each timed
 call's whole output sampled with the judge's own seed) and the time (the judge's own clock around
-every timed call, judge_clock.py).
+every timed call, judge/clock.py).
 
 What the worker adds:
 - around each timed call: whether the output is the input's memory or an earlier timed call's
