@@ -88,7 +88,9 @@ DEFAULT_LIMITS: dict[str, Any] = {
     "memory_mb": _env_limit("KB_SANDBOX_MEMORY_MB", "auto"),
 }
 
-DEFAULT_TIME_LIMIT_S = 600.0
+# An evaluation's time limit and its correctness trials, here once: the site's defaults
+# (settings.EVALUATION_TIME_LIMIT), the runner's jobs and `kb check` read them from here.
+DEFAULT_TIME_LIMIT_S = 300.0
 DEFAULT_N_TRIALS = 5
 DEFAULT_LOG_LIMIT = 64 * 1024  # bytes kept per stream (head and tail), with a marker between
 DEFAULT_PROFILER_PATIENCE_S = 30.0  # workers.Profiler: a wait for its process, each step

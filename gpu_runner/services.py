@@ -18,7 +18,7 @@ from django.utils import timezone
 from competitions.services import standings_refresh_for
 from evaluation import fairness, leases, scoring
 from evaluation.models import Runner
-from evaluator.config import default_timing
+from evaluator.config import DEFAULT_N_TRIALS, default_timing
 from evaluator.errors import clean_text, truncate
 from evaluator.gate import DeviceGate
 from evaluator.runner import results, sandbox
@@ -187,7 +187,7 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         "device": device,
         # Chosen here, per evaluation, and shown to the submitter only afterwards.
         "seed": _fresh_seed(set(avoid_seeds)),
-        "n_trials": 5,
+        "n_trials": DEFAULT_N_TRIALS,
         # A test run without timing: the correctness trials only (the judge times nothing).
         "measure": submission.timed,
         "build_dir": str(settings.BUILD_CACHE_DIR),

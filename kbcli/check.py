@@ -24,7 +24,14 @@ from typing import Any
 
 from evaluator import backends
 from evaluator import flags as flag_kinds
-from evaluator.config import BACKENDS, PRECISIONS, JobError, normalize_job
+from evaluator.config import (
+    BACKENDS,
+    DEFAULT_N_TRIALS,
+    DEFAULT_TIME_LIMIT_S,
+    PRECISIONS,
+    JobError,
+    normalize_job,
+)
 from evaluator.runner import sandbox
 from evaluator.types import Job, Result
 from kbcli import config
@@ -39,9 +46,9 @@ EXIT_FAILED = 1  # not correct, or flagged as an exploit: the site would not ran
 EXIT_USAGE = 2
 
 # As the runner's build_job and the site's defaults (EVALUATION_TIME_LIMIT): the same number
-# of trials and the same time before a `timeout` verdict.
-N_TRIALS = 5
-TIME_LIMIT_S = 300.0
+# of trials and the same time before a `timeout` verdict, from the evaluator's configuration.
+N_TRIALS = DEFAULT_N_TRIALS
+TIME_LIMIT_S = DEFAULT_TIME_LIMIT_S
 # The build cache keeps its entries per owner; here there is one owner, this user.
 BUILD_OWNER = "local"
 TAIL_LINES = 15  # of a traceback or compiler output shown under a failed verdict

@@ -11,6 +11,8 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlparse
 
+from evaluator.config import DEFAULT_TIME_LIMIT_S
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -306,7 +308,7 @@ REDIS_URL = env("REDIS_URL")
 # of at most N limits and a minute (evaluator/runner/sandbox.py): 3N + 5 limits cover them; the
 # limit itself stops a hung evaluation long before. The generation queue keeps its own, shorter
 # timeout (GENERATION_Q_TIMEOUT, in ALT_CLUSTERS).
-EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", 300)
+EVALUATION_TIME_LIMIT = env_int("EVALUATION_TIME_LIMIT", int(DEFAULT_TIME_LIMIT_S))
 # At most this many timed calls per side of an evaluation (0: the judge's own cap, 100 on the
 # CPU and 500 on a GPU, evaluator/config.py). Fewer calls widen a median's interval; the test
 # suite takes 30 (tests/environment.py): a CPU evaluation spends most of its time timing, and
