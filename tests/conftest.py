@@ -309,6 +309,15 @@ def end_stray_database_sessions(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(autouse=True)
+def fresh_throttles():
+    """Every test starts with an empty cache: the API's throttles and the login lockout count
+    there, and one test's requests must not spend the next one's allowance."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def empty_redis_queues():
     """On the scaled setup, tasks left in Redis by an earlier test must not leak into this one."""
     if settings.REDIS_URL:

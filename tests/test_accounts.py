@@ -5,7 +5,6 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.test import Client
 
@@ -15,11 +14,6 @@ from tests.api_support import SchemaCheckedClient
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "a-long-passphrase-1"
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

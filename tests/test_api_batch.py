@@ -1,7 +1,6 @@
 """POST /api/v1/submissions/batch/: up to 100 at once, all or none."""
 
 import pytest
-from django.core.cache import cache
 from django_q.models import OrmQ
 
 from submissions.models import Submission
@@ -11,11 +10,6 @@ from tests.conftest import kernel_source
 pytestmark = pytest.mark.django_db
 
 RELU = kernel_source("relu_correct.py")
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

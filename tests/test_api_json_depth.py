@@ -1,7 +1,6 @@
 """A deeply nested JSON body is a 400 that says why, on every API endpoint, never a 500."""
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 
 from kbsite.parsers import MAX_DEPTH, json_depth_exceeds
@@ -10,11 +9,6 @@ from tests.api_support import token_for
 pytestmark = pytest.mark.django_db
 
 DEEP = "[" * 2000 + "]" * 2000
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 limit/offset, and a problem's effective tolerances instead of null."""
 
 import pytest
-from django.core.cache import cache
 
 from evaluator.config import DEFAULT_TOLERANCE
 from problems.models import Problem
@@ -11,11 +10,6 @@ from tests.api_support import SchemaCheckedClient, openapi_schema, token_for
 from tests.conftest import kernel_source
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -21,13 +21,6 @@ def api():
     return SchemaCheckedClient()
 
 
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    from django.core.cache import cache
-
-    cache.clear()
-
-
 def slugs(response) -> list[str]:
     return [problem["slug"] for problem in response.json()["results"]]
 

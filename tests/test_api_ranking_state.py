@@ -4,7 +4,6 @@ evaluation/scoring.py."""
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.urls import reverse
 
 from evaluator import flags
@@ -19,11 +18,6 @@ from tests.conftest import kernel_source
 from tests.leaderboard_factory import make_result
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django_q.models import OrmQ
 
@@ -16,11 +15,6 @@ from tests.conftest import kernel_source
 pytestmark = pytest.mark.django_db
 
 RELU = kernel_source("relu_correct.py")
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import base64
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create
@@ -18,11 +17,6 @@ from tests.api_support import SchemaCheckedClient, openapi_schema
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "a-long-passphrase-1"  # the `user` fixture's
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 def client_with(header: str) -> SchemaCheckedClient:

@@ -4,7 +4,6 @@ POST /api/v1/tokens/ for a user logged in by session, password (HTTP Basic) or a
 import base64
 
 import pytest
-from django.core.cache import cache
 
 from accounts.models import ApiToken
 from tests.api_support import SchemaCheckedClient, openapi_schema, token_for
@@ -12,11 +11,6 @@ from tests.api_support import SchemaCheckedClient, openapi_schema, token_for
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "a-long-passphrase-1"  # the `user` fixture's
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 def basic(username: str, password: str) -> str:

@@ -9,7 +9,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -24,11 +23,6 @@ from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import kernel_source
 
 RELU = kernel_source("relu_correct.py")
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

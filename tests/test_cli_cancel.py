@@ -4,7 +4,6 @@ own code, the API and the services all run for real, without a server process.""
 
 import pytest
 import requests
-from django.core.cache import cache
 from django.test import Client
 
 from kbcli import main as kb_main
@@ -12,11 +11,6 @@ from kbcli.client import Client as KbClient
 from submissions.models import Submission
 from tests.api_support import SchemaCheckedClient, token_for
 from tests.test_cancel import batch_items, queued
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 class DjangoTransport(requests.adapters.BaseAdapter):

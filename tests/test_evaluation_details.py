@@ -11,7 +11,6 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
-from django.core.cache import cache
 from django.test import AsyncClient, Client
 
 from kbsite.live import publish, submission_group
@@ -25,11 +24,6 @@ from tests.conftest import kernel_source
 
 SECRET = "kernel.cu:12: error: secret_tile_size_417 was not declared"
 GENERIC = GENERIC_ERRORS["compile_error"]
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import io
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 
 from evaluation import stats
@@ -19,11 +18,6 @@ from tests.api_support import SchemaCheckedClient, token_for
 from tests.leaderboard_factory import make_result
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

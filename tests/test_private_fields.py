@@ -14,7 +14,6 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 from django.utils.module_loading import import_string
 
@@ -79,11 +78,6 @@ class ModelNew(nn.Module):
 REFERENCE_SIZE = ("(4093, 8)", "reference: 4093", '"reference": 4093', "[4093, 8]")
 
 _RESULTS: dict[str, dict] = {}
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

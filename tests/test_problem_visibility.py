@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -26,11 +25,6 @@ pytestmark = pytest.mark.django_db
 
 KERNEL = kernel_source("relu_correct.py")
 HIDDEN = (Problem.Status.DRAFT, Problem.Status.HELD, Problem.Status.VALIDATED)
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

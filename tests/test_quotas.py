@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -22,11 +21,6 @@ from tests.conftest import kernel_source
 pytestmark = pytest.mark.django_db
 
 RELU = kernel_source("relu_correct.py")
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ so a kernel of `ms` has the speedup 2/ms, each within about 2%).
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 
 from evaluation import stats
@@ -28,11 +27,6 @@ from tests.leaderboard_factory import make_result
 pytestmark = pytest.mark.django_db
 
 PENDING = Submission.ReverificationState.PENDING
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

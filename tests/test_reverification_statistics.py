@@ -13,7 +13,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -28,11 +27,6 @@ from tests.api_support import SchemaCheckedClient, token_for
 from tests.leaderboard_factory import make_result
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 def summary(median_ms: float, *, mad_ms: float, n: int = 50) -> dict:

@@ -10,7 +10,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import AsyncClient, Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
@@ -26,11 +25,6 @@ from tests.conftest import kernel_source
 RELU = kernel_source("relu_correct.py")
 SECRETS = ("SECRET_SAUCE_71", "COMPILE_SECRET_72", "TRACE_SECRET_73", "LOG_SECRET_74", "918273645")
 ORIGIN = [(b"origin", b"http://127.0.0.1")]
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 def make_user(name: str, **extra):

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from django.conf import settings as site_settings
 from django.contrib.staticfiles.handlers import StaticFilesHandler
-from django.core.cache import cache
 from django.test import Client
 from django.test.testcases import LiveServerThread
 
@@ -19,11 +18,6 @@ pytestmark = pytest.mark.django_db
 
 HEADERS_MIDDLEWARE = "kbsite.middleware.SecurityHeadersMiddleware"
 DATABASE_MIDDLEWARE = "kbsite.middleware.DatabaseUnavailableMiddleware"
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ tracebacks, logs) is escaped on every page, stripped of terminal escapes and cut
 when shown, and downloaded only as a plain-text attachment."""
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 
 from submissions.models import Evaluation, Submission
@@ -17,11 +16,6 @@ RELU = kernel_source("relu_correct.py")
 
 def xss(n: int) -> str:
     return f'<script>alert("kb-xss-{n}")</script><img src=x onerror=alert({n})>'
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ every session view that changes something."""
 import hashlib
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django_q.models import OrmQ
 
@@ -17,11 +16,6 @@ pytestmark = pytest.mark.django_db
 
 RELU = kernel_source("relu_correct.py")
 PAYLOAD = {"level": 1, "number": 901, "backend": "torch", "hardware": "cpu", "source": RELU}
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -34,11 +33,6 @@ SOURCE = (
     f"# {SECRET}\nclass ModelNew(torch.nn.Module):\n    pass\n"
 )
 VIEWERS = ("anonymous", "stranger", "owner", "staff")
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ correct on the CPU runner's harness when they were written; the CUDA one needs a
 import ast
 
 import pytest
-from django.core.cache import cache
 
 from problems.models import Problem
 from problems.starters import BACKENDS, StarterError, starter_source
@@ -19,11 +18,6 @@ from tests.api_support import SchemaCheckedClient
 pytestmark = pytest.mark.django_db
 
 RELU = "level1/901_Small_ReLU"
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 def test_every_backend_renders_valid_python_defining_model_new_for_every_sample(

@@ -4,7 +4,6 @@ and the `kb` CLI in test_cli.py), with the line, and never takes a runner slot."
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django_q.models import OrmQ
@@ -24,11 +23,6 @@ SIGNATURE = "    def forward(self, x: torch.Tensor) -> torch.Tensor:"
 BROKEN = RELU.replace(SIGNATURE, "    def forward(self, x: torch.Tensor -> torch.Tensor:")
 BROKEN_LINE = RELU.splitlines().index(SIGNATURE) + 1
 NO_MODEL_NEW = RELU.replace("class ModelNew(", "class MyKernel(")
-
-
-@pytest.fixture(autouse=True)
-def fresh_throttles():
-    cache.clear()
 
 
 @pytest.fixture
