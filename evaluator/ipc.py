@@ -149,19 +149,6 @@ class Box:
         self.ptr, self.nbytes = 0, 0
 
 
-def free_boxes(boxes: Any, device: str) -> str:
-    """Free each box (None for none): what failed, in words, else "" (a box not freed is kept,
-    as before boxes were freed at all: a leak, never a fault)."""
-    failed = ""
-    for box in boxes:
-        try:
-            if box is not None:
-                box.free(device)
-        except Exception as exc:
-            failed = f"freeing a box: {type(exc).__name__}: {exc}"[:500]
-    return failed
-
-
 class _Mapping:
     """A judge's box opened in the worker (closed when no tensor uses it any more)."""
 
