@@ -401,23 +401,6 @@ class Channel:
         """Free the host memory held by the last message sent (after the peer has read it)."""
         os.ftruncate(self.send_mem, 0)
 
-    def free_boxes(self) -> None:
-        """Judge: give back the device memory of this channel's boxes, once the peer's processes
-        have ended (WorkerHandle.end saw its end of the pipe close), and send no more through
-        the device. A box of a profiling process that was handed a problem's inputs held
-        another copy of them until the judge exited (6.4 GB for KernelBench's 19_ReLU)."""
-        if self.role != "judge":
-            return
-        for name in ("in_box", "out_box"):
-            box = getattr(self, name)
-            setattr(self, name, None)
-            if box is not None and hasattr(box, "free"):
-                try:
-                    box.free(self.device)
-                except Exception as exc:  # kept, as before: a leak, never a fault
-                    self.ipc_error = f"freeing a box: {type(exc).__name__}: {exc}"[:500]
-        self.ipc = False
-
     @property
     def holding(self) -> bool:
         """A message read by ready() waits for recv()."""
