@@ -8,6 +8,7 @@ handing work to a queue (queues.py), a submission's live status (events.py), re-
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
+from accounts.services import may_submit
 from evaluation.models import Hardware
 from problems.models import Problem, source_hash
 from submissions.errors import BatchError, SubmissionError
@@ -91,6 +92,16 @@ def _lock_user(user) -> None:
     list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
 
 
+def _check_may_submit(user) -> None:
+    """An account that may not submit now (disabled, or its email address not yet verified
+    where the site requires it: accounts.services.may_submit) is refused, 403, with why."""
+    if user is None:  # work the site makes itself (a model run's samples name their owner)
+        return
+    allowed, reason = may_submit(user=user)
+    if not allowed:
+        raise SubmissionError(reason, code="forbidden")
+
+
 def submission_create(
     *,
     user,
@@ -117,6 +128,7 @@ def submission_create(
     (quotas are not counted again for it). Over a quota, SubmissionError with a quota_* code.
     A locked or unreachable database raises DatabaseError with nothing stored.
     """
+    _check_may_submit(user)
     check_source_text(source)
     _check_choices(
         user=user, problem=problem, backend=backend, hardware=hardware, precision=precision
@@ -323,6 +335,7 @@ def submission_create_batch(
     Each item holds submission_resolve's arguments. With an idempotency key, item i gets the
     key "<key>:<i>", so a retried batch returns the submissions, and the batch, of the first one.
     """
+    _check_may_submit(user)
     if not items:
         raise SubmissionError("The batch is empty.", code="empty_batch")
     if len(items) > BATCH_MAX:

@@ -223,3 +223,23 @@ def test_with_verification_off_sign_up_asks_for_no_email_and_nobody_waits(
     assert len(mailoutbox) == 1  # grace's alone
     assert may_submit(user=hopper) == (True, "")
     assert "Email address" not in client.get("/accounts/profile/").content.decode()
+
+
+def test_an_unverified_account_is_refused_by_the_api_and_the_batch_with_why_and_nothing_stored(
+        newcomer, cpu_hardware, relu_problem):
+    from django_q.models import OrmQ
+
+    from submissions.models import Submission
+    from tests.api_support import SchemaCheckedClient, token_for
+    from tests.conftest import kernel_source
+
+    _, user = newcomer
+    api = SchemaCheckedClient().with_token(token_for(user))
+    item = {"level": 1, "number": 901, "backend": "torch", "hardware": "cpu",
+            "source": kernel_source("relu_correct.py")}
+    one = api.post("/api/v1/submissions/", item, format="json")
+    assert one.status_code == 403, one.content
+    assert "Verify your email address" in one.json()["detail"]
+    batch = api.post("/api/v1/submissions/batch/", {"submissions": [item]}, format="json")
+    assert batch.status_code == 403, batch.content
+    assert Submission.objects.count() == 0 and OrmQ.objects.count() == 0
