@@ -431,6 +431,10 @@ RUNNER_PROFILE_PROCESS = env_bool("RUNNER_PROFILE_PROCESS", True)
 # Off: every backend the device kind can run is offered untested (the tests' default, whose
 # runners start by the dozen; a cold C++ build alone takes half a minute).
 RUNNER_SELF_TEST = env_bool("RUNNER_SELF_TEST", True)
+# Sign-up is open, so a runner refuses to serve where it cannot give each evaluation a cgroup
+# of its own (its memory and processes bounded as a sum: evaluator/runner/limits.py), unless the
+# operator says it may (off). `make run` says so for its own runner, with a warning.
+RUNNER_REQUIRE_CGROUPS = env_bool("RUNNER_REQUIRE_CGROUPS", True)
 # A GPU runner, as it starts, asks for a validation of each published problem its hardware has
 # none of (problems.curation.validations_missing_request): their measured peaks admit
 # evaluations beside each other; until then a problem is assumed to need UNKNOWN_PEAK_BYTES.

@@ -107,10 +107,17 @@ def statuses(var: Path, ids: list[int]) -> dict[int, tuple[str, str, int]]:
     return {row[0]: row[1:] for row in rows}
 
 
-def test_it_serves_the_site_with_debug_off_its_static_files_and_a_kept_secret_key(embedded):
+def test_it_serves_the_site_with_debug_off_its_static_files_and_a_kept_secret_key(embedded,
+                                                                                  tmp_path):
     process, site, var, env = embedded
     status, page = get(site + "/")
     assert status == 200
+    # Its runner says how one evaluation is bounded, and serves on a host without a cgroup of
+    # its own per evaluation (this one and CI) with a warning (issue 63).
+    log = tmp_path / "run_embedded.log"
+    wait_for(lambda: "per-evaluation cgroups:" in log.read_text(), timeout=60)
+    said = log.read_text()
+    assert "per-evaluation cgroups: yes" in said or "warning: per-evaluation cgroups: no" in said
     # Collected, content-hashed static files, served by whitenoise with DEBUG off.
     css = re.search(r'href="(/static/kbsite/site\.[0-9a-f]{12}\.css)"', page).group(1)
     assert get(site + css)[0] == 200

@@ -160,6 +160,10 @@ class Command(BaseCommand):
         children = [
             Child(
                 "runner", [sys.executable, "manage.py", "runner", "--hardware", hardware.slug],
+                # One machine for trying the site: it serves without per-evaluation cgroups
+                # too, saying so in a warning line (runner.per_evaluation_limits_line).
+                env={**os.environ, "RUNNER_REQUIRE_CGROUPS":
+                     os.environ.get("RUNNER_REQUIRE_CGROUPS", "0")},
                 # Names as gpu_runner/management/commands/runner.py gives them.
                 on_exit=lambda pid: release_work_of(
                     f"{host}:{hardware.slug}:{pid}", queue=hardware.queue_name

@@ -58,6 +58,28 @@ def require_secret_key() -> None:
         ) from None
 
 
+def per_evaluation_limits_line() -> str:
+    """The self-test's line on how one evaluation's memory and processes are bounded: as a sum
+    (a cgroup of its own per evaluation) or each process and /tmp on their own. Without the
+    first, a runner refuses to serve unless the operator allows it (RUNNER_REQUIRE_CGROUPS=0):
+    sign-up is open, and forked children and /tmp together held 9 to 10 GB of one host's memory
+    for one evaluation."""
+    from evaluator.runner.limits import cgroup_parent
+
+    parent, why = cgroup_parent()
+    if parent:
+        return (f"per-evaluation cgroups: yes, under {parent}: each evaluation's memory and "
+                "processes are bounded as a sum")
+    line = (f"per-evaluation cgroups: no ({why}): each process and the evaluation's /tmp stay "
+            "within their own limits, but not together")
+    if settings.RUNNER_REQUIRE_CGROUPS:
+        raise CommandError(
+            line + ". With open sign-up a runner does not serve so; give it a delegated cgroup "
+            "v2 folder (KB_CGROUP_ROOT, docs/deploy.md), or allow it with "
+            "RUNNER_REQUIRE_CGROUPS=0")
+    return "warning: " + line + " (allowed: RUNNER_REQUIRE_CGROUPS=0)"
+
+
 class Command(BaseCommand):
     help = "Serve a hardware's evaluation queue: one worker per GPU (detects and registers it)."
 
@@ -70,6 +92,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         require_secret_key()
+        self.stdout.write(per_evaluation_limits_line())
         detected = detect(options.get("hardware"))
         if settings.RUNNER_SELF_TEST:
             detected["backends"] = self_tested(detected, build_dir=str(settings.BUILD_CACHE_DIR),
