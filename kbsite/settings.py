@@ -20,11 +20,23 @@ def env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off"}
+
+
 def env_bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    if value is None:
+    """A switch: one of TRUE_WORDS or FALSE_WORDS (any case), unset or empty for the default.
+    Any other word stops the site at start-up: read as off, a typo (`DEBUG=ture`,
+    `RUNNER_SELF_TEST=of`) silently changed what the operator asked for."""
+    value = (os.environ.get(name) or "").strip().lower()
+    if not value:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    if value in TRUE_WORDS:
+        return True
+    if value in FALSE_WORDS:
+        return False
+    raise ValueError(f"{name}={os.environ[name]!r}: a switch is one of "
+                     f"{', '.join(sorted(TRUE_WORDS | FALSE_WORDS))}")
 
 
 def env_int(name: str, default: int) -> int:

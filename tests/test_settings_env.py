@@ -371,3 +371,18 @@ def test_a_forked_child_makes_its_own_pool_and_never_shares_the_parents_sessions
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["child"] not in seen["parent"], seen
+
+
+def test_a_switch_takes_its_words_and_refuses_a_typo_at_start_up(tmp_path):
+    """A word that is neither on nor off stops the settings from loading, naming the switch:
+    read as off, `RUNNER_SELF_TEST=of` silently served every backend untested."""
+    assert settings_with(tmp_path, "RUNNER_SELF_TEST", RUNNER_SELF_TEST="Off") == {
+        "RUNNER_SELF_TEST": False}
+    assert settings_with(tmp_path, "RUNNER_SELF_TEST", RUNNER_SELF_TEST="yes") == {
+        "RUNNER_SELF_TEST": True}
+    assert settings_with(tmp_path, "RUNNER_SELF_TEST", RUNNER_SELF_TEST="") == {
+        "RUNNER_SELF_TEST": True}
+    result = python(tmp_path, "from django.conf import settings; settings.DEBUG",
+                    RUNNER_SELF_TEST="of")
+    assert result.returncode != 0
+    assert "RUNNER_SELF_TEST='of': a switch is one of" in result.stderr
