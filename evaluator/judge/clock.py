@@ -91,6 +91,9 @@ RESOLUTION_FLOOR_MS = 0.0005
 # for KernelBench's 6 GiB tensors are milliseconds, so such calls are resolved to about 10%)
 RESOLUTION_PATH_SHARE = 0.25
 MIN_BLOCKS = 5
+# The least share of the judge's own figure it vouches for, whatever its resolution: a call
+# ranks at no less, and a report under it is never confirmed.
+LEAST_SHARE = 0.5
 
 
 def se_median(values: list[float]) -> float:
@@ -514,7 +517,7 @@ def vouch(cand: Side, ref: Side, rtt: dict[str, float], one_flush_ms: float, *,
     own = [b - expected - skipped for b in (cand.blocks or cand.judge)]
     judge_ms = max(0.0, statistics.median(own)) if own else 0.0
     resolution = RESOLUTION_ERRORS * se + RESOLUTION_PATH_SHARE * path + RESOLUTION_FLOOR_MS
-    lower = max(judge_ms - resolution, 0.5 * judge_ms, RESOLUTION_FLOOR_MS)
+    lower = max(judge_ms - resolution, LEAST_SHARE * judge_ms, RESOLUTION_FLOOR_MS)
     upper = max(judge_ms + resolution, lower)
     ranked = min(max(cand_block, lower), upper) if cand_block > 0 else max(judge_ms, lower)
     report = {
@@ -558,7 +561,7 @@ def _unconfirmed_because(report: dict[str, Any], *, short: bool) -> str | None:
                 f"reported (tolerance {tolerance:.4f} ms)")
     # Under half the judge's own figure is never confirmed, however wide a loaded host made
     # the tolerance (samples divided by 1000 passed it beside another suite on 2 cores).
-    if 0 < reported < 0.5 * judge_ms:
+    if 0 < reported < LEAST_SHARE * judge_ms:
         return (f"the worker reported {reported:.4f} ms a call, under half the judge's own "
                 f"figure ({judge_ms:.4f} ms)")
     return None

@@ -26,7 +26,6 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -254,19 +253,18 @@ class Worker:
             self.timer = CallTimer(self.device, flush_l2=bool(header.get("flush_l2", True)))
         calls: list[dict] = []
         outputs: list[Any] = []
-        with self.timed_threads(header.get("cpu_threads")):
-            fn = self.model if self.model is not None else calibration_call
-            for inputs in blocks:
-                reply, out = self.call(fn, inputs, int(header.get("flushes") or 0))
-                if not reply.get("ok"):
-                    return reply, None
-                calls.append(reply)
-                outputs.append(out)
+        self.use_timed_threads(header.get("cpu_threads"))
+        fn = self.model if self.model is not None else calibration_call
+        for inputs in blocks:
+            reply, out = self.call(fn, inputs, int(header.get("flushes") or 0))
+            if not reply.get("ok"):
+                return reply, None
+            calls.append(reply)
+            outputs.append(out)
         self.block_evidence(blocks, calls, outputs)
         return {"ok": True, "calls": calls}, outputs
 
-    @contextlib.contextmanager
-    def timed_threads(self, threads: Any) -> Iterator[None]:
+    def use_timed_threads(self, threads: Any) -> None:
         """The calibration's and the timed calls' intra-op threads on the CPU: the calibration's
         are kept until the load (set back there: the candidate's load and trials keep the
         threads they had): switching back after each calibration call made its path cost more
@@ -279,7 +277,6 @@ class Worker:
             torch.set_num_threads(threads)
             if self.model is None and self.threads_before is None:
                 self.threads_before = before
-        yield
 
     def call(self, fn: Any, inputs: Any, flushes: int) -> tuple[dict, Any]:
         """One timed call on the inputs that came with it (timing.CallTimer). Before the load,

@@ -397,14 +397,6 @@ class ProbeWorker(Worker):
         }
         return reply, value
 
-    def call(self, fn: Any, inputs: Any, flushes: int) -> tuple[dict, Any]:
-        """A timed call (Worker.call), counted. Without a model it is the judge's calibration,
-        before any candidate code is here: made through the same steps, but not counted."""
-        reply, value = super().call(fn, inputs, flushes)
-        reply["c"] = self.timed_calls
-        self.timed_calls += self.model is not None
-        return reply, value
-
     def block_evidence(self, blocks: list, calls: list[dict], outputs: list[Any]) -> None:
         """What the judge cannot see from its side, for each call of a block once its last
         returned (all its inputs and outputs still alive, so an honest allocator cannot have
@@ -413,9 +405,13 @@ class ProbeWorker(Worker):
         returned (on the last call's facts). Evidence only; the outputs themselves go to the
         judge."""
         super().block_evidence(blocks, calls, outputs)
+        # Without a model these were the judge's calibration, before any candidate code was
+        # here: checked the same way, but not counted, and nothing kept.
         calibrating = self.model is None
-        for inputs, reply, value in zip(blocks, calls, outputs, strict=True):
-            c = reply.pop("c", None)
+        first = self.timed_calls
+        self.timed_calls += 0 if calibrating else len(calls)
+        for c, (inputs, reply, value) in enumerate(zip(blocks, calls, outputs, strict=True),
+                                                   start=first):
             leaves = flatten_output(value)
             out_ptrs = {storage_ptr(t) for t in leaves if isinstance(t, torch.Tensor)} - {0}
             in_ptrs = {storage_ptr(t) for t in iter_tensors(list(inputs or []))} - {0}
@@ -425,7 +421,7 @@ class ProbeWorker(Worker):
                         ) & out_ptrs:
                     reply["reused_from"] = c_kept
                     break
-            if len(self.kept) < KEEP_CALLS and not calibrating and isinstance(c, int):
+            if len(self.kept) < KEEP_CALLS and not calibrating:
                 size = sum(t.numel() * t.element_size() for t in leaves
                            if isinstance(t, torch.Tensor))
                 if self.kept_bytes + size <= KEEP_BYTES:
