@@ -42,6 +42,7 @@ class _Driver:
 
         ptr = ctypes.c_uint64
         self.mem_alloc = fn(("cuMemAlloc_v2", "cuMemAlloc"), [ctypes.POINTER(ptr), ctypes.c_size_t])
+        self.mem_free = fn(("cuMemFree_v2", "cuMemFree"), [ptr])
         self.get_handle = fn(("cuIpcGetMemHandle",), [ctypes.POINTER(_IpcHandle), ptr])
         self.open_handle = fn(("cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"),
                               [ctypes.POINTER(ptr), _IpcHandle, ctypes.c_uint])
@@ -118,7 +119,9 @@ def wrap_device_memory(ptr: int, nbytes: int, dev: Any, owner: Any = None) -> An
 
 
 class Box:
-    """A device buffer of the judge, exported to the worker. Never freed: see the module doc."""
+    """A device buffer of the judge, exported to the worker. Freed only once the process that
+    mapped it is gone (`free`): memory freed while a peer still maps it could be handed to the
+    judge's next allocation and stay readable and writable from the candidate's process."""
 
     def __init__(self, device: str, nbytes: int):
         drv = _Driver.get()
@@ -133,6 +136,30 @@ class Box:
 
     def describe(self) -> dict[str, Any]:
         return {"handle": self.handle, "bytes": self.nbytes}
+
+    def free(self, device: str) -> None:
+        """Give the memory back. Only for a box whose peer process has ended (its mapping went
+        with it): the caller knows that, this cannot."""
+        if not self.ptr:
+            return
+        self.tensor = None
+        drv = _Driver.get()
+        with _on_device(device):
+            drv.check(drv.mem_free(self.ptr), "cuMemFree")
+        self.ptr, self.nbytes = 0, 0
+
+
+def free_boxes(boxes: Any, device: str) -> str:
+    """Free each box (None for none): what failed, in words, else "" (a box not freed is kept,
+    as before boxes were freed at all: a leak, never a fault)."""
+    failed = ""
+    for box in boxes:
+        try:
+            if box is not None:
+                box.free(device)
+        except Exception as exc:
+            failed = f"freeing a box: {type(exc).__name__}: {exc}"[:500]
+    return failed
 
 
 class _Mapping:

@@ -35,7 +35,7 @@ import struct
 import time
 from typing import Any
 
-from evaluator.ipc import _MAX_BOX, Box, open_box
+from evaluator.ipc import _MAX_BOX, Box, free_boxes, open_box
 
 MAX_HEADER = 64 * 1024 * 1024  # a JSON header is small; anything bigger is garbage
 # What the judge accepts from the worker (whose replies are the candidate's to forge): a reply's
@@ -400,6 +400,12 @@ class Channel:
     def release(self) -> None:
         """Free the host memory held by the last message sent (after the peer has read it)."""
         os.ftruncate(self.send_mem, 0)
+
+    def free_boxes(self) -> None:
+        """Judge: the boxes given back once the peer's processes have all ended (workers.py)."""
+        boxes, self.in_box, self.out_box, self.ipc = (self.in_box, self.out_box), None, None, False
+        if self.role == "judge":
+            self.ipc_error = free_boxes(boxes, self.device) or self.ipc_error
 
     @property
     def holding(self) -> bool:

@@ -170,7 +170,16 @@ class WorkerHandle:
         """Killed, and waited for until nothing holds its end of the channel any more: the
         sandbox's processes die a moment after bwrap's own exit (with their pid namespace), so
         the process alone is not the barrier. What is left unread is dropped: it is not asked
-        for again."""
+        for again.
+
+        Once every process of its sandbox is gone (the one that started its pid namespace
+        among them: the kernel lets that one end only after all others in the namespace have),
+        the device memory it mapped from the judge is given back (Channel.free_boxes); else it
+        is kept until the judge exits. A process of the candidate's that mapped a box without
+        holding the pipe is in that namespace too."""
+        from evaluator.process import process_tree, stat_fields
+
+        below = process_tree(self.proc.pid) if self.proc.poll() is None else []
         self.kill()
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
@@ -179,9 +188,22 @@ class WorkerHandle:
                 return
             try:
                 if not os.read(self.channel.rfd, 1 << 16):
-                    return
+                    break
             except OSError:
                 return
+        else:
+            return
+
+        def alive(pid: int) -> bool:
+            fields = stat_fields(pid)
+            return bool(fields) and fields[0] not in "ZX"
+
+        while any(alive(pid) for pid in below):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+        if below and self.channel.in_box is not None:
+            self.channel.free_boxes()
 
     def close(self) -> None:
         if self.proc.poll() is None:
