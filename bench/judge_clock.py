@@ -50,7 +50,15 @@ print(json.dumps({"verdict": result.get("verdict"), "flags": result.get("flags")
                   "reference": (result.get("reference") or {}).get("median_ms"),
                   "confirmed": clock.get("confirmed"), "phases": result.get("phases"),
                   **{k: clock.get(k) for k in ("judge_ms", "reported_block_ms",
-                                                "ranked_median_ms", "resolution_ms", "block")}}))
+                                                "ranked_median_ms", "resolution_ms", "block")},
+                  # The whole report and the calibration, scalars only: what the judge
+                  # subtracted, for a figure that disagrees with the worker's.
+                  "detail": {k: v for k, v in {**clock, **{"rtt_" + k: v for k, v in
+                             ((result.get("checks") or {}).get("round_trip") or {}).items()},
+                             **{side[:4] + "_" + k: v for side in ("candidate", "reference")
+                                for k, v in ((result.get("timing_detail") or {}).get(side)
+                                             or {}).items()}
+                             }.items() if isinstance(v, (int, float, str, bool, type(None)))}}))
 """
 
 
