@@ -164,6 +164,11 @@ def normalize_job(job: Job) -> Job:
     # next evaluation usually asks for, where this one's problem was too big for it.
     value = out.get("spare_profile_process")
     out["spare_profile_process"] = out["profile_process"] if value is None else bool(value)
+    # The backend the spare is prepared for (on the CPU its sandbox's environment depends on
+    # it): the runner names the one of the row its fair rule takes next, else this job's.
+    spare_backend = out.get("spare_backend")
+    out["spare_backend"] = (spare_backend if isinstance(spare_backend, str)
+                            and spare_backend in backends.NAMES else out["backend"])
     # How long the judge waits for the profiling process at each step (its start and profiler,
     # then its load and calls) before it gives up on it, and the timed worker makes the
     # profiled call: a kernel's first call there can autotune again, but the wait holds the

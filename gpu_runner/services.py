@@ -199,10 +199,30 @@ def build_job(submission: Submission, *, avoid_seeds: set[int] = frozenset()) ->
         "time_limit_s": settings.EVALUATION_TIME_LIMIT,
         **_timing_cap(device),
         "profile_process": profile_process,
-        # The spare judge started beside it is ready for the usual next job (pool.spare_job).
-        "spare_profile_process": usual_profile_process,
+        # The spare judge started beside it is ready for the job the fair rule takes next.
+        **_spare_for(hardware, usual_profile_process=usual_profile_process),
         **sharing_fields(hardware, submission.problem_version, profile_process=profile_process),
     }
+
+
+def _spare_for(hardware, *, usual_profile_process: bool) -> dict:
+    """What the spare judge started beside an evaluation is prepared for (pool.spare_job): the
+    row the fair rule (evaluation/fairness.py) puts first on this hardware now, its backend and
+    whether its problem leaves room for a profiling process; with nothing waiting, the usual
+    job (a profiling process where the runner has them). The order may change before the next
+    claim; a spare that does not fit the job it then gets is not used (pool.spec_keys)."""
+    spare = {"spare_profile_process": usual_profile_process}
+    sources = fair_sources(hardware.pk)
+    upcoming = next(fairness.ordered(sources), None)
+    if upcoming is None:
+        return spare
+    row = sources[upcoming.source].rows.filter(pk=upcoming.pk).first()
+    submission = getattr(row, "submission", row)  # a re-verification evaluates its submission
+    if isinstance(submission, Submission):
+        spare["spare_backend"] = submission.backend
+        spare["spare_profile_process"] = usual_profile_process and profile_process_fits(
+            submission.problem_version, hardware)
+    return spare
 
 
 def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:

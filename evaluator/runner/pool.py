@@ -87,10 +87,11 @@ def spec_keys(job: dict, isolation: str) -> tuple[str, ...]:
 
 
 def spare_job(job: dict) -> dict:
-    """What the spare started beside `job` (normalized) is prepared for: the same kind of job,
-    with a profiling process where the runner's next evaluation usually has one
-    (`spare_profile_process`), whether or not this one had it."""
-    return {**job, "profile_process": job["spare_profile_process"]}
+    """What the spare started beside `job` (normalized) is prepared for: the runner's next
+    evaluation as its fair rule orders the queue now (`spare_backend`, and a profiling process
+    where that one's problem leaves room for it: `spare_profile_process`), else the usual one."""
+    return {**job, "profile_process": job["spare_profile_process"],
+            "backend": job["spare_backend"]}
 
 
 @dataclass
