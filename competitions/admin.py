@@ -30,8 +30,18 @@ class CompetitionAdminForm(forms.ModelForm):
         model = Competition
         fields = [
             "slug", "title", "description", "problems", "hardware", "backends", "precisions",
-            "starts_at", "ends_at", "daily_limit", "code_hidden", "published", "created_at",
+            "starts_at", "ends_at", "daily_limit", "queue_weight", "code_hidden", "published",
+            "created_at",
         ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Most competitions leave the queue alone: a form without the weight keeps the
+        # competition's (1 for a new one), and an empty box means 1.
+        self.fields["queue_weight"].required = False
+
+    def clean_queue_weight(self) -> int:
+        return self.cleaned_data["queue_weight"] or 1
 
 
 @admin.register(Competition)
@@ -39,7 +49,10 @@ class CompetitionAdmin(admin.ModelAdmin):
     """Create competitions, open and close them now, and freeze their standings."""
 
     form = CompetitionAdminForm
-    list_display = ("title", "slug", "hardware", "starts_at", "ends_at", "published", "frozen_at")
+    list_display = (
+        "title", "slug", "hardware", "starts_at", "ends_at", "queue_weight", "published",
+        "frozen_at",
+    )
     list_filter = ("published", "hardware")
     prepopulated_fields = {"slug": ("title",)}
     filter_horizontal = ("problems",)

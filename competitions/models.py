@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -36,6 +37,13 @@ class Competition(models.Model):
     ends_at = models.DateTimeField()
     daily_limit = models.PositiveSmallIntegerField(
         default=20, help_text="Entries per person per UTC day."
+    )
+    # Read by the fair rule (evaluation/fairness.py) through submissions.queues.fair_sources.
+    queue_weight = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="While it runs, each entrant's entries take this many turns on the runners for "
+        "each turn of an ordinary account, apart from the entrant's other work. 1: entries wait "
+        "like any other work.",
     )
     code_hidden = models.BooleanField(
         default=True, help_text="Entrants' code is hidden from others until the end."

@@ -4,8 +4,10 @@ that no broker holds (gpu_runner.leased)."""
 
 import logging
 import time
+from collections.abc import Callable
+from datetime import datetime
 
-from django.db import DatabaseError
+from django.db import DatabaseError, models
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -23,14 +25,42 @@ ENQUEUE_ATTEMPTS = 3
 SUBMISSIONS, REVERIFICATIONS = 0, 1
 
 
+def competition_lane(entry: str) -> Callable[[datetime], fairness.Lane]:
+    """A row's lane in the fair rule at a time: its competition's, while the competition runs
+    and an operator weighted it (queue_weight above 1); else none, the row is its account's.
+    `entry` is the lookup from the row to its competition entry. The competitions app sits
+    above this one, so it is named by its fields' lookups, not imported."""
+    competition = f"{entry}__competition"
+
+    def lane(now: datetime) -> fairness.Lane:
+        running = models.Q(**{
+            f"{competition}__starts_at__lte": now,
+            f"{competition}__ends_at__gt": now,
+            # Weight 1 makes no lane: a lane of weight 1 beside the account's would double the
+            # entrant's turns.
+            f"{competition}__queue_weight__gt": 1,
+        })
+        return fairness.Lane(
+            key=models.Case(models.When(running, then=models.F(competition)),
+                            default=None, output_field=models.IntegerField()),
+            weight=models.Case(models.When(running, then=models.F(f"{competition}__queue_weight")),
+                               default=1, output_field=models.IntegerField()),
+        )
+
+    return lane
+
+
 def fair_sources(hardware_id: int) -> list[fairness.Source]:
     """What a runner of the hardware claims by the fair rule (evaluation/fairness.py), and whose
     it is: submissions (a model run's samples are its owner's; test runs like any other) and
-    re-verifications (their submission's owner's, so a would-be record takes its owner's turn)."""
+    re-verifications (their submission's owner's, so a would-be record takes its owner's turn).
+    An entry of a running weighted competition, and a re-verification of one, is in that
+    competition's lane of its entrant (competition_lane)."""
     return [
         fairness.Source(
             rows=Submission.objects.filter(hardware_id=hardware_id),
             account=fairness.account_expression("user_id", "run__created_by_id"),
+            lane=competition_lane("competition_entry"),
         ),
         fairness.Source(
             rows=Reverification.objects.filter(submission__hardware_id=hardware_id),
@@ -38,6 +68,7 @@ def fair_sources(hardware_id: int) -> list[fairness.Source]:
                 "submission__user_id", "submission__run__created_by_id"
             ),
             may_run=lambda runner_name, row: row.may_run_on(runner_name),
+            lane=competition_lane("submission__competition_entry"),
         ),
     ]
 
