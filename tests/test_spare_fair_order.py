@@ -11,9 +11,21 @@ from evaluator.config import normalize_job
 from evaluator.runner import pool
 from gpu_runner.services import build_job
 from submissions.models import Submission
-from tests.test_fair_share import accounts, problem, queue  # noqa: F401 (fixtures)
+from tests.leaderboard_factory import make_problem
+from tests.test_fair_share import queue
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def problem(db):
+    return make_problem(1, 1)
+
+
+@pytest.fixture
+def accounts(django_user_model):
+    return {name: django_user_model.objects.create_user(name, password="a-long-passphrase-1")
+            for name in ("ada", "bob")}
 
 
 @pytest.fixture
@@ -29,8 +41,9 @@ def _running(submission: Submission) -> Submission:
 
 
 def test_the_spare_is_prepared_for_the_fair_next_row_not_the_oldest(cpu, problem, accounts):
-    """Ada's three torch rows came first and one runs; Bob's Triton row (whose CPU sandbox runs its interpreter) came after them. First in,
-    first out would prepare a torch spare; the fair rule takes Bob's next."""
+    """Ada's three torch rows came first and one runs; Bob's Triton row (whose CPU sandbox runs
+    its interpreter) came after them. First in, first out would prepare a torch spare; the fair
+    rule takes Bob's next."""
     ada = queue(problem, cpu, accounts["ada"], 3, backend="torch")
     queue(problem, cpu, accounts["bob"], 1, backend="triton")
     job = normalize_job(build_job(_running(ada[0])))
