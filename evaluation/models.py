@@ -74,7 +74,8 @@ class Runner(models.Model):
 class AccountWeight(models.Model):
     """An account's share of the runners (evaluation/fairness.py): it takes `weight` turns for
     every one of an account without a row here (weight 1). Set by an operator in the admin: a
-    lab's RL account, a competition's entries while it runs."""
+    lab's RL account (a competition's entries while it runs have a weight of their own:
+    Competition.queue_weight, their own lane in the rule)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="fair_share_weight"

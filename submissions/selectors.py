@@ -196,7 +196,8 @@ def queue_position(submission: Submission) -> int | None:
     """1 for the next to run on its hardware; None once it left the queue.
 
     Its place in the order the runners claim by (evaluation/fairness.py, the one rule: round-
-    robin by account, oldest first within one, weights), among the submissions and
+    robin by lane, an account's or a weighted running competition's entries, oldest first
+    within one, weights), among the submissions and
     re-verifications a runner of the hardware can claim, played forward from now: work of other
     accounts submitted later may still come before it, and goes after it once its turn is due.
     """
