@@ -243,8 +243,13 @@ def _tail(text: str, lines: int = TAIL_LINES) -> list[str]:
 
 
 def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
-    """What the failed trial tells the author: the hint, the worst elements, the NaN/inf."""
+    """What the failed trial tells the author: the shape of the error first (where the wrong
+    values are, how they relate to the expected), the hint, the worst elements, the NaN/inf.
+    `kb status` shows the same lines for a submission."""
     out = []
+    pattern = diagnosis.get("pattern")
+    if isinstance(pattern, dict) and pattern.get("sentence"):
+        out.append(str(pattern["sentence"]))
     if diagnosis.get("hint"):
         out.append(str(diagnosis["hint"]))
     worst = [w for w in diagnosis.get("worst") or [] if isinstance(w, dict)]

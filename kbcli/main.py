@@ -149,6 +149,12 @@ def summary(data: dict) -> str:
                      else str(note)))
     if data.get("error"):
         rows.append(("error", data["error"]))
+    # The failed trial's diagnosis, as `kb check` shows it: the error's shape, the hint, the
+    # worst positions (the API gives it to whoever may see the source).
+    diagnosis = (data.get("evaluation") or {}).get("diagnosis")
+    if isinstance(diagnosis, dict):
+        rows += [("diagnosis" if i == 0 else "", line)
+                 for i, line in enumerate(check.diagnosis_lines(diagnosis))]
     rows.append(("page", (data.get("urls") or {}).get("page_url", "")))
     kind = "Test run" if data.get("test_run") else "Submission"
     head = f"{kind} {data.get('id')}: {data.get('verdict') or data.get('status')}"

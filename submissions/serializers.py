@@ -325,8 +325,17 @@ class EvaluationSerializer(serializers.Serializer):
         "(see the `diagnosis` field).",
     )
     diagnosis = serializers.SerializerMethodField(
-        help_text="Owner and admins only: what the failed trial tells the kernel's author, "
-        "null when no trial failed on its values, shape or dtype. `hint`: one actionable "
+        help_text="Whoever may see the source (like the failed trial's note on its output; "
+        "null for others): what the failed trial tells the kernel's author, "
+        "null when no trial failed on its values, shape or dtype. `pattern` first: the shape "
+        "of the error, found before any guess at its cause: `sentence` in plain words (e.g. "
+        "'All 39 wrong values are in the last column, 511: a boundary or tail bug'), `kind` "
+        "(tail, head, edges, block, halo, strided, transposed, column_major, shifted, nan, inf, "
+        "zeros, scale, sign, offset, single, rounding, spread), `count` of `elements` wrong and "
+        "their `fraction`, and its facts (`ranges`: per dimension the [first, last] index "
+        "ranges holding every wrong value; `border`, `period`, `shift`, `factor`, `offset`); "
+        "`fits_precision`: true only for small errors spread out, the one pattern a precision "
+        "hint is given for. `hint`: one actionable "
         "sentence, e.g. 'consistent with TF32 accumulation: pass input_precision=\"ieee\" to "
         "tl.dot or disable TF32' when the error matches the reference recomputed with TF32 "
         "(likewise fp16/bf16 inputs or accumulation: `precision_match` names the variant, "

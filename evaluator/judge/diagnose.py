@@ -5,6 +5,9 @@ feedback.
 `diagnose(expected, got, atol=, rtol=, reference_recompute=)` finds the first output that does
 not match and says why, in terms an author can act on:
 
+- `pattern`: the shape of the error, found first (error_shape.py): where the wrong elements
+  are (rows, columns, a tail block, a halo) and how their values relate (NaN, zeros, a scale,
+  an offset, a transposed or shifted layout), as a sentence and facts;
 - `worst`: up to five elements furthest outside the tolerance (flat index, position, expected,
   got, abs diff), with the count of elements outside it;
 - `nonfinite`: NaN and inf counts of the output and the positions of the first ones (and of the
@@ -16,7 +19,9 @@ not match and says why, in terms an author can act on:
 - `precision`: when an fp32 output's values are off, how far the reference itself lands when
   recomputed in lower precision (`reference_recompute(name)` gives those outputs; see
   `recomputer`), and `hint` when the candidate's error matches one: TF32 (matmul inputs rounded
-  to 10 mantissa bits, fp32 accumulation), fp16/bf16 inputs, fp16/bf16 arithmetic.
+  to 10 mantissa bits, fp32 accumulation), fp16/bf16 inputs, fp16/bf16 arithmetic. Only
+  when the pattern fits rounding (small errors spread out, `fits_precision`): an error confined
+  to a column is a bug whatever its size.
 
 A precision variant matches when the candidate's output is much nearer the recomputation than
 the reference (`distance` at most half the candidate's error: the same rounding; then the hint
@@ -52,6 +57,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from evaluator.judge import error_shape
 from evaluator.judge.compare import _flatten
 
 WORST = 5  # elements listed
@@ -394,6 +400,9 @@ def _diagnose_tensor(e: torch.Tensor, g: torch.Tensor, *, atol: float, rtol: flo
     report.update(worst_elements(e, g, atol=atol, rtol=rtol))
     bad = nonfinite(g)
     ref_bad = nonfinite(e)
+    pattern = None if ref_bad else _pattern(e, g, atol=atol, rtol=rtol)
+    if pattern:
+        report["pattern"] = pattern
     if ref_bad:
         report["reference_nonfinite"] = ref_bad
         report["hint"] = ("the reference's own output has NaN/inf values for these inputs: the "
@@ -408,6 +417,8 @@ def _diagnose_tensor(e: torch.Tensor, g: torch.Tensor, *, atol: float, rtol: flo
         return report
     if ref_bad or e.dtype != torch.float32 or reference_recompute is None:
         return report
+    if pattern and pattern.get("fits_precision") is False:
+        return report  # the pattern names a bug: no precision guess, no recomputation
     report["candidate_error"] = _num(_mean_abs(e, g) or 0.0)
     precision: dict[str, dict] = {}
     for name in VARIANTS:
@@ -432,6 +443,14 @@ def _diagnose_tensor(e: torch.Tensor, g: torch.Tensor, *, atol: float, rtol: flo
                 report["hint"] = ("Maybe a precision issue: the error is about as large as "
                                   "(though not the same as) one " + HINTS[chosen])
     return report
+
+
+def _pattern(e: torch.Tensor, g: torch.Tensor, *, atol: float,
+             rtol: float) -> dict[str, Any] | None:
+    try:
+        return error_shape.find(e, g, atol=atol, rtol=rtol)
+    except Exception as exc:  # a courtesy: the rest of the diagnosis stands without it
+        return {"kind": "unknown", "error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 # --- recomputing the reference -------------------------------------------------------------

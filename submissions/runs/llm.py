@@ -399,9 +399,12 @@ def _position(item: dict) -> str:
 
 
 def diagnosis_lines(diagnosis: dict) -> list[str]:
-    """A failed trial's diagnosis (evaluator/judge/diagnose.py) as feedback: the hint, the
-    worst elements, where the NaN/inf are."""
+    """A failed trial's diagnosis (evaluator/judge/diagnose.py) as feedback: the shape of the
+    error first, the hint, the worst elements, where the NaN/inf are."""
     lines = []
+    pattern = diagnosis.get("pattern")
+    if isinstance(pattern, dict) and pattern.get("sentence"):
+        lines.append(f"Error pattern: {pattern['sentence']}")
     if diagnosis.get("hint"):
         lines.append(f"Diagnosis: {diagnosis['hint']}")
     worst = [w for w in diagnosis.get("worst") or [] if isinstance(w, dict)]

@@ -100,10 +100,18 @@ def test_fp16_arithmetic_gets_the_fp16_accumulation_hint_not_the_tf32_one():
 
 
 def test_a_plain_bug_gets_no_precision_hint():
-    model, inputs, expected = _matmul_problem()
-    got = expected * 1.01  # an error far larger than any rounding
-    report = trial_diagnosis(model, inputs, expected, got, atol=ATOL, rtol=RTOL)
-    assert report["kind"] == "values"
+    model, (a, b), expected = _matmul_problem()
+    got = expected * 1.01  # a scale: named by its pattern, the reference is not recomputed
+    report = trial_diagnosis(model, [a, b], expected, got, atol=ATOL, rtol=RTOL)
+    assert report["kind"] == "values" and report["pattern"]["kind"] == "scale"
+    assert "hint" not in report and "precision" not in report
+    # Noise spread everywhere, twenty times TF32's error: rounding-like in its pattern, so the
+    # reference is recomputed, but no variant's error is that large.
+    tf32_error = (round_to_tf32(a) @ round_to_tf32(b) - expected).std()
+    torch.manual_seed(4)
+    got = expected + torch.randn_like(expected) * 20 * tf32_error
+    report = trial_diagnosis(model, [a, b], expected, got, atol=ATOL, rtol=RTOL)
+    assert report["pattern"]["fits_precision"] is True
     assert "hint" not in report and "precision_match" not in report
     assert not any(m["matches"] for m in report["precision"].values())
 
@@ -133,7 +141,12 @@ def test_the_reference_is_recomputed_only_for_a_wrong_fp32_value():
     for got in (expected.clone(), expected[:64], expected.double(), nan):
         diagnose(expected, got, atol=ATOL, rtol=RTOL, reference_recompute=counting)
     assert calls == []
+    # A constant offset is a bug by its pattern: nothing recomputed for it either.
     diagnose(expected, expected + 1e-2, atol=ATOL, rtol=RTOL, reference_recompute=counting)
+    assert calls == []
+    torch.manual_seed(5)
+    noisy = expected + torch.randn_like(expected) * 1e-2
+    diagnose(expected, noisy, atol=ATOL, rtol=RTOL, reference_recompute=counting)
     assert "tf32" in calls
     assert set(calls) <= {"tf32", "tf32_truncated", *exploits.PRECISION_VARIANTS}
 
@@ -275,6 +288,9 @@ def test_the_judge_attaches_the_tf32_hint_to_a_failed_trial():
     diagnosis = trial["diagnosis"]
     assert diagnosis["precision_match"] == "tf32" and TF32_HINT in diagnosis["hint"]
     assert len(diagnosis["worst"]) == 5
+    # The error's shape came first, and it fits rounding: the one pattern given the hint.
+    assert diagnosis["pattern"]["kind"] == "rounding"
+    assert diagnosis["pattern"]["fits_precision"] is True
     assert "diagnosis" in result["phases"]
 
 
