@@ -4,9 +4,8 @@ from django.db.models import Q
 
 from competitions.models import Competition, Entry
 from competitions.services import competition_close, competition_freeze
-from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
-from submissions.models import Submission
+from submissions.forms import backend_choices
 from submissions.services import PRECISIONS
 
 
@@ -14,7 +13,7 @@ class CompetitionAdminForm(forms.ModelForm):
     """Backends and precisions as boxes to tick (stored as JSON lists; none ticked allows all)."""
 
     backends = forms.MultipleChoiceField(
-        choices=[(b, human_label(b)) for b in Submission.Backend.values],
+        choices=backend_choices,
         widget=forms.CheckboxSelectMultiple,
         required=False,
         help_text="None ticked allows every backend the hardware runs.",

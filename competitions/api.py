@@ -14,7 +14,7 @@ from competitions.services import CompetitionError, competition_standings, compe
 from kbsite.api_errors import ApiErrorSerializer, error_body
 from submissions.api import submission_error_response
 from submissions.errors import SubmissionError
-from submissions.serializers import submission_urls
+from submissions.serializers import BackendField, submission_urls
 
 
 def _visible(request):
@@ -111,7 +111,7 @@ class EntryOutSerializer(serializers.Serializer):
 class EntryInSerializer(serializers.Serializer):
     problem = serializers.CharField(help_text="The problem's slug, e.g. level1/19_ReLU.")
     source = serializers.CharField(trim_whitespace=False)
-    backend = serializers.CharField()
+    backend = BackendField()
     precision = serializers.CharField(default="fp32")
     filename = serializers.CharField(required=False, default="", allow_blank=True)
 

@@ -1,18 +1,18 @@
 from django import forms
 
 from competitions.models import Competition
+from evaluator import backends
 from kbsite.templatetags.kbsite_tags import human_label
 from submissions.forms import KernelSourceForm, ProblemChoiceField
-from submissions.models import Submission
 from submissions.services import PRECISIONS
 
 
 def competition_backends(competition: Competition) -> list[str]:
     """What an entry may be written in: the backends the competition allows (all when it names
-    none) that its hardware runs (all when the hardware lists none), in the site's order."""
-    allowed = set(competition.backends or Submission.Backend.values)
-    served = set(competition.hardware.backends or Submission.Backend.values)
-    return [b for b in Submission.Backend.values if b in allowed and b in served]
+    none) that its hardware runs (all when the hardware lists none), in the table's order."""
+    allowed = set(competition.backends or backends.NAMES)
+    served = set(competition.hardware.backends or backends.NAMES)
+    return [b for b in backends.NAMES if b in allowed and b in served]
 
 
 def competition_precisions(competition: Competition) -> list[str]:
@@ -32,9 +32,9 @@ class EntryForm(KernelSourceForm):
     def __init__(self, *args, competition: Competition, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["problem"].queryset = competition.problems.order_by("level", "number")
-        backends = competition_backends(competition)
-        self.fields["backend"].choices = [(b, human_label(b)) for b in backends]
+        offered = competition_backends(competition)
+        self.fields["backend"].choices = [(b, backends.LABELS[b]) for b in offered]
         precisions = competition_precisions(competition)
         self.fields["precision"].choices = [(p, human_label(p)) for p in precisions]
-        if backends and "backend" not in self.initial:
-            self.initial["backend"] = backends[0]
+        if offered and "backend" not in self.initial:
+            self.initial["backend"] = offered[0]

@@ -172,21 +172,12 @@ _GLOBAL_KERNEL = re.compile(
     r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?(?:void\s+)"
     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)"
 )
-_TRITON_DECORATORS = ("triton.jit", "jit", "triton.autotune", "autotune", "triton.heuristics",
-                      "heuristics")
-# The kernel decorators of the languages whose own package compiles them (bare or called with
-# options), by the full name they resolve to: never Triton's, though some share its bare `jit`.
-_LANGUAGE_DECORATORS: dict[str, tuple[str, ...]] = {
-    # Helion's kernel decorator (`jit` is its alias).
-    "helion": ("helion.kernel", "helion.jit", "helion.runtime.kernel",
-               "helion.runtime.kernel.kernel"),
-    # A TileLang program (`T.prim_func`, T being tilelang.language) and the jit that builds one.
-    "tilelang": ("tilelang.jit", "tilelang.jit.jit", "tilelang.language.prim_func",
-                 "tilelang.language.eager.prim_func", "tilelang.language.eager.builder.prim_func"),
-    # CuTe DSL's device kernels and the host functions that launch them.
-    "cute": ("cutlass.cute.kernel", "cutlass.cute.jit"),
-    "cutile": ("cuda.tile.kernel",),
-}
+# A kernel's decorators are its backend's (evaluator/backends: `decorators`, by the full name they
+# resolve to), so a new language is named here without an edit. Triton's are also any name under
+# `triton.` and a bare jit, autotune or heuristics, once no other backend's decorator matched
+# (Helion's `jit`, imported bare, is Helion's).
+_TRITON = "triton"
+_TRITON_BARE = ("jit", "autotune", "heuristics")
 _PATCHABLE_ROOTS = ("torch", "time", "evaluator", "evaluation", "sys", "builtins", "gc", "os",
                     "statistics", "triton", "numpy", "math", "random")
 
@@ -208,8 +199,10 @@ class _Visitor(ast.NodeVisitor):
         self.imports: set[str] = set()
         self.calls: dict[str, int] = {}
         self.findings: dict[tuple[str, str], dict[str, Any]] = {}
-        self.triton_kernels: list[str] = []
-        self.language_kernels: dict[str, list[str]] = {lang: [] for lang in _LANGUAGE_DECORATORS}
+        # Read from the table at each report, not at import: what it holds is what is named.
+        self.decorators: dict[str, tuple[str, ...]] = {
+            b.name: b.decorators for b in backends.BACKENDS.values() if b.decorators}
+        self.language_kernels: dict[str, list[str]] = {lang: [] for lang in self.decorators}
         self.functions: dict[str, int] = {}
         self.loaded_names: dict[str, int] = {}
         self.strings: list[tuple[str, int]] = []
@@ -354,14 +347,13 @@ class _Visitor(ast.NodeVisitor):
             if name is None:
                 continue
             full = self.resolve(name)
-            lang = next((lang for lang, names in _LANGUAGE_DECORATORS.items() if full in names),
-                        None)
-            if lang is not None:
-                if node.name not in self.language_kernels[lang]:
-                    self.language_kernels[lang].append(node.name)
-            elif (name in _TRITON_DECORATORS or full.startswith("triton.")) and (
-                    node.name not in self.triton_kernels):
-                self.triton_kernels.append(node.name)
+            lang = next((lang for lang, names in self.decorators.items() if full in names), None)
+            if lang is None and (name in _TRITON_BARE or name.startswith("triton.")
+                                 or full.startswith("triton.")):
+                lang = _TRITON
+            kernels = self.language_kernels.setdefault(lang, []) if lang else None
+            if kernels is not None and node.name not in kernels:
+                kernels.append(node.name)
         if node.name in ("__torch_function__", "__torch_dispatch__"):
             self.add(node.name, f"defines {node.name}", node.lineno, "high", "lazy outputs")
         if node.name == "__del__":
@@ -443,7 +435,6 @@ def _kernel_usage(v: _Visitor) -> dict[str, Any]:
         for m in _GLOBAL_KERNEL.finditer(text):
             if m.group(1) not in cuda_kernels:
                 cuda_kernels.append(m.group(1))
-    unreferenced = [k for k in v.triton_kernels if not v.loaded_names.get(k)]
     languages: dict[str, list[str]] = {}
     for lang, names in v.language_kernels.items():
         languages[lang] = list(names)
@@ -454,11 +445,9 @@ def _kernel_usage(v: _Visitor) -> dict[str, Any]:
     )]
     return {
         "cuda": cuda_kernels,
-        "triton": list(v.triton_kernels),
         "load_inline_functions": exported,
-        "triton_never_referenced": unreferenced,
         "load_inline_functions_never_called": uncalled_exports,
-        **languages,  # "helion", "helion_never_referenced", "tilelang", ...
+        **languages,  # "triton", "triton_never_referenced", "helion", ...
     }
 
 
@@ -485,7 +474,7 @@ def analyze(source: str, *, reference_source: str | None = None,
         if not claimed.kernel_names(kernels):
             v.add("backend", f"claims {backend} but defines no {backend} kernel", 1, "high",
                   "pytorch fallback")
-        for lang in ("triton", *_LANGUAGE_DECORATORS):
+        for lang in v.language_kernels:
             for name in kernels[f"{lang}_never_referenced"]:
                 v.add("backend", f"{lang} kernel {name} is never referenced", v.functions.get(
                     name, 1), "high", "pytorch fallback")

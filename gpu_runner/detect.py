@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import torch
 
+from evaluator import backends
+
 # Peak memory bandwidth (GB/s) and dense matrix rates (TFLOP/s) from the vendors' data sheets;
 # the speed-of-light check holds every result against these.
 KNOWN_DEVICES: dict[str, dict] = {
@@ -94,10 +96,10 @@ def detect(slug: str | None = None) -> dict:
             "cuda_version": torch.version.cuda or "",
             "peak_bandwidth_gbs": peaks.get("bandwidth_gbs"),
             "peak_tflops": peaks.get("tflops", {}),
-            # The self-test leaves out what cannot run here, saying why: a package not
-            # installed, a compiler that does not target this GPU (cuTile on a Hopper one).
-            # HIP, on an AMD host, would be one more name here (evaluator/backends).
-            "backends": ["cuda", "triton", "torch", "helion", "tilelang", "cute", "cutile"],
+            # Every backend the table offers on a GPU; the self-test leaves out what cannot run
+            # here, saying why: a package not installed, a compiler that does not target this
+            # GPU (cuTile on a Hopper one).
+            "backends": backends.offered_on("gpu"),
         }
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -115,7 +117,7 @@ def detect(slug: str | None = None) -> dict:
         "cuda_version": "",
         "peak_bandwidth_gbs": None,
         "peak_tflops": {},
-        "backends": ["torch", "cpp", "triton"],
+        "backends": backends.offered_on("cpu"),
     }
 
 
@@ -139,8 +141,6 @@ def self_tested(detected: dict, *, build_dir: str, log: Callable[[str], None],
 def untested(detected: dict, *, log: Callable[[str], None]) -> list[str]:
     """The detected backends a runner without its self-test offers (RUNNER_SELF_TEST off): all
     but those whose compiler does not target this GPU, each logged with its reason."""
-    from evaluator import backends
-
     served = []
     for name in detected.get("backends") or []:
         why = "" if detected.get("kind") == "cpu" else backends.get(name).unsupported_arch(

@@ -2,10 +2,17 @@ from django import forms
 from django.conf import settings
 
 from evaluation.models import Hardware
+from evaluator import backends
 from problems.models import Problem
 from submissions.models import Submission
 from submissions.services import PRECISIONS
 from submissions.sources import decode_source
+
+
+def backend_choices() -> list[tuple[str, str]]:
+    """The backends' table as (name, label): a callable, so that a form reads the table when it
+    is made and a new language is offered without an edit here."""
+    return [(name, backends.LABELS[name]) for name in backends.NAMES]
 
 
 class ProblemChoiceField(forms.ModelChoiceField):
@@ -71,7 +78,7 @@ class SubmissionForm(KernelSourceForm):
                    "purpose"]
 
     problem = ProblemChoiceField(queryset=Problem.objects.none())
-    backend = forms.ChoiceField(choices=Submission.Backend.choices, initial="torch")
+    backend = forms.ChoiceField(choices=backend_choices, initial="torch")
     hardware = forms.ModelChoiceField(queryset=Hardware.objects.all(), to_field_name="slug")
     precision = forms.ChoiceField(choices=[(p, p) for p in PRECISIONS], initial="fp32")
     purpose = forms.ChoiceField(
@@ -106,7 +113,7 @@ class SubmissionFilterForm(forms.Form):
     )
     verdict = forms.CharField(required=False)
     backend = forms.ChoiceField(
-        choices=[("", "any backend"), *Submission.Backend.choices], required=False
+        choices=lambda: [("", "any backend"), *backend_choices()], required=False
     )
     hardware = forms.CharField(required=False)
     problem = forms.CharField(required=False, label="problem contains")

@@ -88,16 +88,6 @@ class Submission(models.Model):
         # Stopped by its owner (or an operator) before a verdict: never ranked, never claimed.
         CANCELLED = "cancelled"
 
-    class Backend(models.TextChoices):
-        CUDA = "cuda"
-        TRITON = "triton"
-        TORCH = "torch"
-        CPP = "cpp"
-        HELION = "helion"
-        TILELANG = "tilelang"
-        CUTE = "cute"
-        CUTILE = "cutile"
-
     # Waiting or running: what holds a quota reservation and may be cancelled.
     OPEN = (Status.QUEUED, Status.RUNNING)
     # Nothing more comes: evaluated, or cancelled before a verdict.
@@ -133,7 +123,10 @@ class Submission(models.Model):
     hardware = models.ForeignKey(
         "evaluation.Hardware", on_delete=models.PROTECT, related_name="submissions"
     )
-    backend = models.CharField(max_length=16, choices=Backend)
+    # One of evaluator.backends.NAMES, checked where a submission is made (the service, the
+    # forms): no choices here, so that a language added to the backends' table needs no
+    # migration.
+    backend = models.CharField(max_length=16)
     precision = models.CharField(max_length=8, default="fp32")
     source = models.TextField()
     source_hash = models.CharField(max_length=64, db_index=True)

@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from evaluation.profiles import profile_view
+from evaluator import backends
 from evaluator.config import DEFAULT_TOLERANCE
 from problems.models import Problem
 from submissions.models import Batch, Evaluation, NcuReport, Reverification, Submission
@@ -135,6 +136,12 @@ class HardwareSerializer(serializers.Serializer):
 # ---- submissions: input -------------------------------------------------------------------------
 
 
+@extend_schema_field({"type": "string", "enum": list(backends.NAMES)})
+class BackendField(serializers.CharField):
+    """A backend's name: the schema lists the backends' table; free text all the same, so that
+    the service answers an unknown one with the allowed ones (unknown_backend)."""
+
+
 class SubmissionInputSerializer(serializers.Serializer):
     # The problem: by its slug, or by level and number (as before the slug was taken).
     problem = serializers.CharField(
@@ -143,8 +150,7 @@ class SubmissionInputSerializer(serializers.Serializer):
     )
     level = serializers.IntegerField(min_value=0, required=False)
     number = serializers.IntegerField(min_value=0, required=False)
-    # Free text, not choices: the service answers an unknown value with the allowed ones.
-    backend = serializers.CharField(max_length=32, help_text="cuda, triton, torch or cpp.")
+    backend = BackendField(max_length=32, help_text="The kernel's language.")
     hardware = serializers.CharField(
         max_length=64, required=False, allow_blank=True,
         help_text="A hardware slug, e.g. h200; left out, the site's only hardware.",

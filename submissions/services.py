@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 
 from accounts.services import may_submit
 from evaluation.models import Hardware
+from evaluator import backends
 from problems.models import Problem, source_hash
 from submissions.errors import BatchError, SubmissionError
 from submissions.events import submission_status_publish
@@ -44,10 +45,12 @@ def _check_choices(
         )
     if problem.current_version_id is None:
         raise SubmissionError(f"{problem.slug} has no reference yet.", code="unknown_problem")
-    backends = list(Submission.Backend.values)
-    if backend not in backends:
+    # The backends' table decides (Submission.backend has no choices, so that a new language
+    # needs no migration): read at each call.
+    if backend not in backends.NAMES:
         raise SubmissionError(
-            f"Unknown backend {backend!r}.", code="unknown_backend", allowed=backends
+            f"Unknown backend {backend!r}: one of {', '.join(backends.NAMES)}.",
+            code="unknown_backend", allowed=list(backends.NAMES),
         )
     if hardware.backends and backend not in hardware.backends:
         raise SubmissionError(

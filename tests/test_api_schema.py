@@ -76,3 +76,13 @@ def test_with_the_sidecar_the_docs_page_is_swagger_ui_from_local_static_files():
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
     assets = re.findall(r'(?:src|href)="([^"]+)"', html)
     assert [a for a in assets if re.match(r"^(https?:)?//", a)] == []
+
+
+def test_the_schema_lists_the_backends_of_the_table_where_a_backend_is_given():
+    from evaluator import backends
+
+    schemas = openapi_schema()["components"]["schemas"]
+    assert schemas["BackendEnum"]["enum"] == list(backends.NAMES)
+    for name in ("SubmissionInput", "SubmissionUpload", "RunCreateInput", "EntryIn"):
+        assert "#/components/schemas/BackendEnum" in json.dumps(
+            schemas[name]["properties"]["backend"]), name

@@ -19,10 +19,21 @@ PLAIN_TORCH = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward
               "        return torch.relu(x)\n"
 
 
-def test_every_backend_a_submission_can_name_has_an_executor():
+def test_a_submission_names_a_backend_of_the_table_which_the_database_does_not_list():
     from submissions.models import Submission
 
-    assert set(Submission.Backend.values) == set(backends.NAMES)
+    # No choices: the service checks the name against the table (tests/test_backend_table.py).
+    field = Submission._meta.get_field("backend")
+    assert not field.choices and max(map(len, backends.NAMES)) <= field.max_length
+
+
+def test_a_cpu_runner_offers_what_the_table_runs_on_a_cpu():
+    from gpu_runner.detect import detect
+
+    # C++ is the CPU's compiled language (a GPU runner's is CUDA); Triton runs interpreted.
+    assert backends.offered_on("cpu") == ["triton", "torch", "cpp"] == detect("cpu")["backends"]
+    assert [n for n in backends.NAMES if backends.get(n).gpu_only] == [
+        n for n in backends.NAMES if n not in backends.offered_on("cpu")]
 
 
 @pytest.mark.parametrize("name", backends.NAMES)
@@ -282,10 +293,11 @@ def test_each_kernel_language_is_a_gpu_backend_known_by_its_compiled_kernels_nam
     assert [r["name"] for r in rows if r["own"]] == ran
 
 
-def test_the_gpu_runner_lists_every_language_and_hip_is_one_more_entry():
+def test_the_gpu_runner_lists_every_language_of_the_table_and_hip_is_one_more_entry():
     source = (Path(__file__).resolve().parent.parent / "gpu_runner" / "detect.py").read_text()
-    assert f'"backends": {GPU_BACKENDS!r}'.replace("'", '"') in source
-    assert "HIP" in backends.__doc__ and "HIP" in source
+    assert backends.offered_on("gpu") == GPU_BACKENDS
+    assert '"backends": backends.offered_on("gpu")' in source
+    assert "HIP" in backends.__doc__
 
 
 @pytest.mark.parametrize("name", LANGUAGES)

@@ -45,7 +45,7 @@ def test_a_compiled_starter_names_its_extension_after_the_problem_and_backend(sa
 
 
 def test_an_unknown_backend_is_refused_with_the_ones_there_are(sample_problems):
-    with pytest.raises(StarterError, match="one of cuda, triton, cpp, torch"):
+    with pytest.raises(StarterError, match="one of cuda, triton, torch, cpp"):
         starter_source(problem=sample_problems[RELU], backend="fortran")
 
 

@@ -4,10 +4,14 @@ A backend is the value a submission names (`cuda`, `triton`, ...). Everything th
 and the site decide by it is read from its `Backend` here, so a new language is one module in
 this package and one line in BACKENDS:
 
-- where it runs (`gpu_only`) and what a runner needs to serve it (`packages`);
+- where it runs (`devices`: the kinds of runner that offer it, "cpu" and "gpu"; `gpu_only`) and
+  what a runner needs to serve it (`packages`);
 - how it builds: whether loading the kernel compiles a native extension (`builds_extension`,
   the judge then keeps the device free during a cold build) and what the worker's environment
   needs on a CPU (`cpu_env`);
+- how the static report finds its kernels in a source: the decorators that mark one
+  (`decorators`, by the full name they resolve to; each backend with decorators gets a kernel list
+  of its own name in the report);
 - its evidence: which of the static report's kernel lists are its own kernels (`own_kernels`,
   empty for plain PyTorch, which claims none), and how the judge checks from outside the
   candidate's process that they were built and ran (`evidence`: "extension" reads the built
@@ -21,9 +25,12 @@ this package and one line in BACKENDS:
 - its starter: an elementwise kernel that copies its input (`starter_kernel`, a template with
   `{name}` for the extension's name), which the site wraps around the problem's reference.
 
+The site stores a backend as free text checked against NAMES (no choices in the database), so a
+new language needs no migration: the forms, the API, the runner's detected list and the static
+report all read this table.
+
 HIP (AMD) is not here because these runners have no AMD GPU: it would be one more module with
-`packages=("torch",)` on a ROCm build, `builds_extension=True` and the "extension" evidence, and
-one more name in the GPU list of gpu_runner/detect.py.
+`packages=("torch",)` on a ROCm build, `builds_extension=True` and the "extension" evidence.
 
 No torch import here: the runner, the site and `kb` read this module.
 """
@@ -45,11 +52,16 @@ class Backend:
     name: str  # as stored and sent: submissions, jobs, the API, `kb`
     label: str  # as people read it
     summary: str  # what a kernel of this backend is, in words (the model runs' prompts, docs)
-    gpu_only: bool = False
+    # The kinds of runner that offer it (gpu_runner/detect.py lists it on these): C++ is the
+    # CPU's compiled language, a GPU runner offers CUDA instead.
+    devices: tuple[str, ...] = ("cpu", "gpu")
     compiles: bool = True  # whether loading it compiles anything (plain PyTorch only loads)
     packages: tuple[str, ...] = ()  # what must import on a runner that serves it
     builds_extension: bool = False
     cpu_env: Mapping[str, str] = field(default_factory=dict)
+    # The decorators that mark one of its kernels, by the full dotted name they resolve to (bare
+    # or called with options): the static report lists those kernels under this backend's name.
+    decorators: tuple[str, ...] = ()
     own_kernels: tuple[str, ...] = ()  # keys of the static report's "kernels"
     evidence: str | None = None  # "extension", "triton" or "cache" (judge/evidence.py)
     kernel_prefix: str = ""  # a device kernel's name is this + its source kernel's name ...
@@ -62,6 +74,11 @@ class Backend:
     env: Mapping[str, str] = field(default_factory=dict)
     compute_capabilities: tuple[int, ...] = ()  # the majors its compiler targets; empty: any
     starter_kernel: str | None = None
+
+    @property
+    def gpu_only(self) -> bool:
+        """Whether only a GPU runs it (a job on the CPU is refused)."""
+        return "cpu" not in self.devices
 
     @property
     def claims_kernels(self) -> bool:
@@ -93,6 +110,9 @@ class Backend:
         return [self.device_kernel_name(n) for n in self.kernel_names(static_kernels)]
 
     def runs_on(self, device: str) -> bool:
+        """Whether a job on `device` ("cpu", "cuda", "cuda:1") may run it: the CPU refuses a GPU
+        language; a CPU one on a GPU host is left to its author (`kb check --device cuda`), and
+        runners offer only what their kind is in `devices`."""
         return device != "cpu" or not self.gpu_only
 
     def unsupported_arch(self, arch: str | None) -> str:
@@ -112,7 +132,8 @@ class Backend:
 def _all() -> dict[str, Backend]:
     from evaluator.backends import cpp, cuda, cute, cutile, helion, pytorch, tilelang, triton
 
-    return {b.name: b for b in (cuda.BACKEND, triton.BACKEND, cpp.BACKEND, pytorch.BACKEND,
+    # In the order the site offers them (the forms, a runner's detected list).
+    return {b.name: b for b in (cuda.BACKEND, triton.BACKEND, pytorch.BACKEND, cpp.BACKEND,
                                 helion.BACKEND, tilelang.BACKEND, cute.BACKEND, cutile.BACKEND)}
 
 
@@ -124,6 +145,12 @@ LABELS: dict[str, str] = {b.name: b.label for b in BACKENDS.values()}
 CACHE_ENV: dict[str, str] = {var: folder for b in BACKENDS.values()
                              for var, folder in b.cache_env.items()}
 WORKER_ENV: dict[str, str] = {var: value for b in BACKENDS.values() for var, value in b.env.items()}
+
+
+def offered_on(kind: str) -> list[str]:
+    """The backends a runner of this kind ("cpu" or "gpu") offers before its self-test, in the
+    table's order."""
+    return [b.name for b in BACKENDS.values() if kind in b.devices]
 
 
 # What a source that builds an extension names, whatever backend it was submitted as.

@@ -40,6 +40,7 @@ BACKEND = Backend(
     name="cpp",
     label="C++",
     summary="custom C++ code, compiled inline with torch.utils.cpp_extension.load_inline",
+    devices=("cpu",),  # a GPU runner's compiled language is CUDA
     packages=("torch",),
     builds_extension=True,
     own_kernels=("cuda", "load_inline_functions"),

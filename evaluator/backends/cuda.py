@@ -53,7 +53,7 @@ BACKEND = Backend(
     name="cuda",
     label="CUDA",
     summary="custom CUDA kernels, compiled inline with torch.utils.cpp_extension.load_inline",
-    gpu_only=True,
+    devices=("gpu",),
     packages=("torch",),
     builds_extension=True,
     # Device kernels (__global__) and the extension's exported functions.

@@ -65,8 +65,10 @@ BACKEND = Backend(
     label="CuTe DSL",
     summary="custom CuTe DSL kernels (@cute.kernel launched from a @cute.jit function, "
             "compiled once with cute.compile; import cutlass.cute as cute)",
-    gpu_only=True,
+    devices=("gpu",),
     packages=("torch", "cutlass"),
+    # Its device kernels and the host functions that launch them.
+    decorators=("cutlass.cute.kernel", "cutlass.cute.jit"),
     own_kernels=("cute",),
     evidence="cache",
     kernel_prefix="kernel_cutlass_",

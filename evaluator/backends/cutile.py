@@ -43,8 +43,9 @@ BACKEND = Backend(
     label="cuTile",
     summary="custom cuTile kernels (@ct.kernel over tiles, import cuda.tile as ct, launched "
             "with ct.launch on torch's current stream)",
-    gpu_only=True,
+    devices=("gpu",),
     packages=("torch", "cuda.tile"),
+    decorators=("cuda.tile.kernel",),
     own_kernels=("cutile",),
     evidence="cache",
     kernel_suffix="_K",

@@ -35,8 +35,11 @@ BACKEND = Backend(
     label="Helion",
     summary="custom Helion kernels (@helion.kernel over hl.tile loops, compiled to Triton), "
             "each with a pinned helion.Config so that no autotuning runs",
-    gpu_only=True,
+    devices=("gpu",),
     packages=("torch", "triton", "helion"),
+    # Its kernel decorator (`jit` is its alias).
+    decorators=("helion.kernel", "helion.jit", "helion.runtime.kernel",
+                "helion.runtime.kernel.kernel"),
     own_kernels=("helion",),
     evidence="triton",
     kernel_prefix="_helion_",

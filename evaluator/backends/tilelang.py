@@ -47,8 +47,12 @@ BACKEND = Backend(
     label="TileLang",
     summary="custom TileLang kernels (@T.prim_func programs with T.Kernel grids, built by "
             "@tilelang.jit), with pinned block and thread counts so that no autotuning runs",
-    gpu_only=True,
+    devices=("gpu",),
     packages=("torch", "tilelang"),
+    # A TileLang program (`T.prim_func`, T being tilelang.language) and the jit that builds one.
+    decorators=("tilelang.jit", "tilelang.jit.jit", "tilelang.language.prim_func",
+                "tilelang.language.eager.prim_func",
+                "tilelang.language.eager.builder.prim_func"),
     own_kernels=("tilelang",),
     evidence="cache",
     kernel_suffix="_kernel",

@@ -32,6 +32,9 @@ BACKEND = Backend(
     summary="custom Triton kernels (@triton.jit)",
     packages=("torch", "triton"),
     cpu_env={"TRITON_INTERPRET": "1"},  # triton kernels run on the CPU through its interpreter
+    # The static report also takes any decorator under `triton.` and a bare jit, autotune or
+    # heuristics as Triton's (static_report._TRITON_BARE), once no other backend's matched.
+    decorators=("triton.jit", "triton.autotune", "triton.heuristics"),
     own_kernels=("triton",),
     evidence="triton",
     starter_kernel=STARTER,

@@ -22,6 +22,7 @@ from kbsite.api_errors import ApiErrorSerializer, error_body
 from submissions.runs.models import Model, Run
 from submissions.runs.selectors import run_fast_p, run_progress
 from submissions.runs.services import RunError, run_create, run_resume, run_start, run_stop
+from submissions.serializers import BackendField
 
 
 class RunCreateInputSerializer(serializers.Serializer):
@@ -32,7 +33,7 @@ class RunCreateInputSerializer(serializers.Serializer):
     )
     level = serializers.IntegerField(required=False, min_value=1)
     tag = serializers.CharField(required=False)
-    backend = serializers.CharField()
+    backend = BackendField()
     hardware = serializers.CharField(help_text="Hardware slug.")
     precision = serializers.CharField(default="fp32")
     samples_per_problem = serializers.IntegerField(default=1)

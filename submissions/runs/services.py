@@ -26,6 +26,8 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from evaluation.models import Hardware
+from evaluator import backends
+from evaluator.backends.triton import BACKEND as TRITON
 from problems.models import Problem, Tag
 from submissions.errors import SubmissionError
 from submissions.models import Evaluation, Submission
@@ -113,9 +115,9 @@ def run_settings_check(
     """The settings of a run, checked before it is stored: a RunError says which is wrong."""
     if not model.active:
         raise RunError(f"The model {model} is not active.", code="inactive_model")
-    backends = list(Submission.Backend.values)
-    if backend not in backends:
-        raise RunError(f"Unknown backend {backend!r}.", code="unknown_backend", allowed=backends)
+    if backend not in backends.NAMES:  # the backends' table, read at each call
+        raise RunError(f"Unknown backend {backend!r}: one of {', '.join(backends.NAMES)}.",
+                       code="unknown_backend", allowed=list(backends.NAMES))
     if hardware.backends and backend not in hardware.backends:
         raise RunError(
             f"Hardware {hardware.slug} does not run the {backend} backend.",
@@ -131,7 +133,7 @@ def run_settings_check(
         raise RunError(
             f"Unknown prompt style {prompt_style!r}.", code="unknown_prompt_style", allowed=styles
         )
-    if prompt_style == Run.PromptStyle.TRITON and backend != Submission.Backend.TRITON:
+    if prompt_style == Run.PromptStyle.TRITON and backend != TRITON.name:
         raise RunError(
             "The Triton prompt style asks for Triton kernels; use it with the triton backend.",
             code="unknown_prompt_style",
