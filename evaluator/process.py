@@ -260,3 +260,36 @@ def process_tree(root_pid: int) -> list[int]:
                     seen.append(child)
                     todo.append(child)
     return seen
+
+
+def kill_tagged(token: str, *, uid: int | None = None) -> int:
+    """Kill every process whose environment carries this evaluation's token, or that runs as
+    the evaluation's own candidate uid; returns how many were found alive.
+
+    The backstop after the process group: a process that left it (setsid; the worker's sandbox
+    is a session of its own) still carries the environment it inherited and its uid.
+    """
+    needle = f"KB_EVAL_TOKEN={token}".encode()
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            ours = False
+            if uid is not None:
+                with open(f"/proc/{entry}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"State:") and line.split()[1] in (b"Z", b"X"):
+                            break  # dead already, waiting to be reaped
+                        if line.startswith(b"Uid:"):
+                            ours = int(line.split()[1]) == uid
+                            break
+            if not ours:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    ours = needle in f.read().split(b"\0")
+            if ours:
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed

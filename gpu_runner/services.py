@@ -24,7 +24,6 @@ from evaluator.gate import DeviceGate
 from evaluator.runner import results, sandbox
 from evaluator.types import Job, Result
 from gpu_runner.sharing import profile_process_fits, sharing_fields
-from gpu_runner.stopping import evaluation_stop
 from kbsite.live import publish, submission_group
 from leaderboard.selectors import would_set_record
 from leaderboard.services import board_refresh_for
@@ -112,15 +111,16 @@ def _cancelled(submission: Submission) -> bool:
         pk=submission.pk, status=Submission.Status.CANCELLED).exists()
 
 
-def _stop_if_cancelled(submission: Submission):
-    """The lease's on_lost for a submission run by the calling thread: a beat that finds the
-    lease gone because the submission was cancelled kills its evaluation (gpu_runner/stopping.py);
-    one taken over by another runner is left to finish, its result dropped as before."""
-    thread_id = threading.get_native_id()
+def _stop_if_cancelled(submission: Submission, stop: threading.Event):
+    """The lease's on_lost for a running submission: a beat that finds the lease gone because
+    the submission was cancelled asks its evaluation to stop (sandbox.run_job's `stop`: its
+    process tree killed within a second, its device admission released); one taken over by
+    another runner is left to finish, its result dropped as before."""
 
     def on_lost(row) -> None:
         if _cancelled(submission):
-            evaluation_stop(thread_id=thread_id)
+            log.info("submission %s was cancelled: stopping its evaluation", submission.pk)
+            stop.set()
 
     return on_lost
 
@@ -241,13 +241,14 @@ def _run_in_sandbox(submission: Submission, *, runner_name: str) -> dict:
             publish(submission_group(submission.pk), {"type": "progress", **payload})
 
     job = build_job(submission)
+    stop = threading.Event()
     return _run_job(job, lease=submission, runner_name=runner_name, on_event=on_event,
-                    on_lost=_stop_if_cancelled(submission))
+                    on_lost=_stop_if_cancelled(submission, stop), stop=stop)
 
 
 def _run_job(
     job: Job, *, lease: Submission | Reverification, runner_name: str, on_event=None,
-    on_lost=None,
+    on_lost=None, stop: threading.Event | None = None,
 ) -> Result:
     started = time.monotonic()
     try:
@@ -255,7 +256,7 @@ def _run_job(
             [lease], runner_name=runner_name, lease_seconds=settings.RUNNER_LEASE_SECONDS,
             on_lost=on_lost,
         ):
-            result = sandbox.run_job(job, on_event=on_event)
+            result = sandbox.run_job(job, on_event=on_event, stop=stop)
     except Exception as error:  # the harness itself failed: say so, never lose the submission
         log.exception("harness failed on %s", lease)
         result = {"verdict": "harness_error", "correct": False, "error": str(error)}

@@ -507,7 +507,7 @@ class FakeHarness:
         """The next job gets `result` as it is (a validation's, a baseline's)."""
         self.answers.append({"result": result})
 
-    def run_job(self, job: dict, on_event=None) -> dict:
+    def run_job(self, job: dict, on_event=None, stop=None) -> dict:
         self.jobs.append(job)
         assert self.answers, f"the stand-in harness has no answer left for job {len(self.jobs)}"
         answer = self.answers.pop(0)

@@ -144,30 +144,26 @@ def test_a_running_submission_is_stopped_at_the_next_heartbeat_and_stays_cancell
     user, cpu_hardware, relu_problem, settings, monkeypatch
 ):
     """The runner's services for real (claim, lease heartbeat, store) around a stand-in harness
-    that runs until it is killed; the heartbeat thread sees the cancel and calls the stop."""
+    that runs until it is asked to stop; the heartbeat thread sees the cancel and asks it (the
+    sandbox's side, a real process tree killed on the request: test_cancel_runner.py and
+    tests/harness/test_sandbox_stop.py)."""
     settings.RUNNER_LEASE_SECONDS = 3  # a beat every 0.5 s
     submission = queued(user, relu_problem, cpu_hardware)
-    killed = threading.Event()
-    stopped_threads = []
+    asked = []
 
-    def evaluation_stop(*, thread_id: int) -> int:
-        stopped_threads.append(thread_id)
-        killed.set()
-        return 1
-
-    def run_job(job, on_event=None):
-        # The owner cancels while it runs; the judge then runs until the runner kills it.
+    def run_job(job, on_event=None, stop=None):
+        # The owner cancels while it runs; the judge then runs until the runner stops it.
         submission_cancel(submission=Submission.objects.get(pk=submission.pk), user=user)
-        assert killed.wait(timeout=5), "the heartbeat did not stop the evaluation"
-        return {"verdict": "runtime_error", "correct": False,
-                "error": "the judge process was killed (SIGKILL) without a result"}
+        assert stop is not None and stop.wait(timeout=5), "the heartbeat did not ask it to stop"
+        asked.append(threading.get_native_id())
+        return {"verdict": "harness_error", "correct": False,
+                "error": "stopped by its runner before it ended (its submission was cancelled)"}
 
-    monkeypatch.setattr(runner_services, "evaluation_stop", evaluation_stop)
     monkeypatch.setattr(runner_services.sandbox, "run_job", run_job)
     outcome = run_next(hardware_id=cpu_hardware.pk, runner_name="runner:1")
 
     assert outcome == "cancelled"
-    assert stopped_threads == [threading.get_native_id()]  # the thread that ran the job
+    assert asked == [threading.get_native_id()]  # the thread that ran the job
     submission.refresh_from_db()
     assert submission.status == "cancelled" and submission.verdict == ""
     assert not Evaluation.objects.filter(submission=submission).exists()

@@ -36,8 +36,9 @@ from typing import Any
 
 from evaluator import launcher
 from evaluator.config import normalize_job
+from evaluator.process import kill_tagged
 from evaluator.runner import buildcache, jail
-from evaluator.runner.sandbox import _kill_tagged, scrubbed_env
+from evaluator.runner.sandbox import scrubbed_env
 
 NCU_ENV = "KB_NCU"  # an explicit ncu binary (else the one on PATH)
 INPUTS_FILE = "ncu_inputs.pt"  # the call's inputs, drawn outside the sandbox (draw_inputs)
@@ -206,7 +207,7 @@ def run_report(job: dict, *, timeout_s: float = 300.0) -> dict[str, Any]:
     finally:
         # Whatever of the candidate is left (its processes may have left the group).
         for _ in range(50):
-            if _kill_tagged(token, uid=decision.get("uid")) == 0:
+            if kill_tagged(token, uid=decision.get("uid")) == 0:
                 break
             time.sleep(0.05)
         buildcache.remove_tree(workdir)

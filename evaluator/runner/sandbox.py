@@ -19,7 +19,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -31,7 +30,7 @@ from typing import Any
 from evaluator import EVALUATOR_VERSION, backends, gate, launcher
 from evaluator.config import JobError, normalize_job, starts_profiling_process
 from evaluator.errors import signal_name, truncate
-from evaluator.process import oom_kill_count, parent_death_signal_available
+from evaluator.process import kill_tagged, oom_kill_count, parent_death_signal_available
 from evaluator.runner import buildcache, jail, limits, pool
 from evaluator.runner.results import cap_result, json_safe, with_build_ahead
 from evaluator.types import Job, Result, blank_result
@@ -139,39 +138,6 @@ def _base_result(job: dict | None) -> dict[str, Any]:
                         evaluator_version=EVALUATOR_VERSION)
 
 
-def _kill_tagged(token: str, *, uid: int | None = None) -> int:
-    """Kill every process whose environment carries this evaluation's token, or that runs as
-    the evaluation's own candidate uid; returns how many were found alive.
-
-    The backstop after the process group: a process that left it (setsid; the worker's sandbox
-    is a session of its own) still carries the environment it inherited and its uid.
-    """
-    needle = f"KB_EVAL_TOKEN={token}".encode()
-    killed = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            ours = False
-            if uid is not None:
-                with open(f"/proc/{entry}/status", "rb") as f:
-                    for line in f:
-                        if line.startswith(b"State:") and line.split()[1] in (b"Z", b"X"):
-                            break  # dead already, waiting to be reaped
-                        if line.startswith(b"Uid:"):
-                            ours = int(line.split()[1]) == uid
-                            break
-            if not ours:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    ours = needle in f.read().split(b"\0")
-            if ours:
-                os.kill(int(entry), signal.SIGKILL)
-                killed += 1
-        except (OSError, ValueError):
-            continue
-    return killed
-
-
 # How util-linux `unshare --fork` reports a child killed by SIGKILL: it cannot re-raise that
 # signal on itself, so it exits with status 1 and this message instead.
 _UNSHARE_SIGKILL = "sigprocmask unblock failed"
@@ -205,8 +171,16 @@ def _judge_died(job: dict, rc: int | None, stderr: str, oom_before: int | None) 
     return result
 
 
-def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Result:
-    """Evaluate `job` in a sandboxed process tree; block until done; return the result dict."""
+class Stopped(Exception):
+    """Its runner asked the evaluation to stop (run_job's `stop`: its submission cancelled)."""
+
+
+def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None,
+            stop: threading.Event | None = None) -> Result:
+    """Evaluate `job` in a sandboxed process tree; block until done; return the result dict.
+    Once `stop` is set (by another thread: the runner's lease heartbeat), the evaluation ends
+    within about a second, wherever it is: its process tree killed as after its time limit,
+    its wait for the device given up, the device's admission released."""
     t_begin = time.monotonic()
 
     def emit(event: dict) -> None:
@@ -224,29 +198,45 @@ def run_job(job: Job, *, on_event: Callable[[dict], None] | None = None) -> Resu
         result["error"] = f"bad job: {exc}"
         emit({"type": "phase", "phase": "done"})
         return result
+    try:
+        result = _run_job(job, emit, t_begin, stop)
+    except Stopped:
+        result = _stopped(job)
+    emit({"type": "phase", "phase": "done"})
+    return result
 
+
+def _run_job(job: dict, emit: Callable[[dict], None], t_begin: float,
+             stop: threading.Event | None) -> Result:
     # On a device shared by several evaluations, start only once this one's memory fits beside
     # theirs (gate.py); the runner renews its claim meanwhile (the events).
     def waiting(waited_s: float) -> None:
+        if stop is not None and stop.is_set():
+            raise Stopped  # the admission's entries go with the wait (gate.admitted)
         emit({"type": "phase", "phase": "waiting_for_memory", "waited_s": round(waited_s, 1)})
 
     # A cold extension build first, admitted for its processes alone (builds_ahead).
-    built = _build_ahead(job, emit, waiting) if builds_ahead(job) else None
+    built = _build_ahead(job, emit, waiting, stop) if builds_ahead(job) else None
     if built is not None and built.get("verdict") == "compile_error":
-        emit({"type": "phase", "phase": "done"})  # the verdict: it would not build inside either
-        return with_build_ahead(built, built)
+        return with_build_ahead(built, built)  # the verdict: it would not build inside either
 
     with _admitted(job, job["memory_need_bytes"], waiting) as admission_wait_s:
         # One admitted with all the device to itself starts no spare beside it either.
-        result = _run_admitted(job, emit, t_begin, refill=not _holds_whole_device(job))
+        result = _run_admitted(job, emit, t_begin, refill=not _holds_whole_device(job),
+                               stop=stop)
     if admission_wait_s > 0.05:
         result.setdefault("phases", {})["admission_wait"] = admission_wait_s
     if _may_run_again_alone(job, result):
-        result = _run_again_alone(job, result, emit, waiting)
+        result = _run_again_alone(job, result, emit, waiting, stop)
     if built is not None:
         result = with_build_ahead(result, built)
-    emit({"type": "phase", "phase": "done"})
     return result
+
+
+def _stopped(job: dict) -> Result:
+    result = _base_result(job)
+    result["error"] = "stopped by its runner before it ended (its submission was cancelled)"
+    return json_safe(result)
 
 
 def builds_ahead(job: dict) -> bool:
@@ -265,8 +255,8 @@ def builds_ahead(job: dict) -> bool:
     return entry is not None and not entry.is_dir()
 
 
-def _build_ahead(job: dict, emit: Callable[[dict], None],
-                 waiting: Callable[[float], None]) -> Result:
+def _build_ahead(job: dict, emit: Callable[[dict], None], waiting: Callable[[float], None],
+                 stop: threading.Event | None) -> Result:
     """The candidate built into its owner's cache by a compile-only job (judge.py), sandboxed as
     an evaluation is, with its own time limit. It runs the candidate's code (its module, its
     model's construction), so it is in the device's ledger as any evaluation is, for its
@@ -276,7 +266,7 @@ def _build_ahead(job: dict, emit: Callable[[dict], None],
     finished one is its owner's alone, as an evaluation's build would be (buildcache.py)."""
     with _admitted(job, max(1, job["build_need_bytes"]), waiting):
         return _run_admitted({**job, "mode": "compile"}, emit, time.monotonic(),
-                             keep_unfinished=False)
+                             keep_unfinished=False, stop=stop)
 
 
 # The share of its time limit an evaluation waits for device memory before it takes a
@@ -323,7 +313,7 @@ def _alone_wait_s(job: dict) -> float:
 
 
 def _run_again_alone(job: dict, first: dict, emit: Callable[[dict], None],
-                     waiting: Callable[[float], None]) -> Result:
+                     waiting: Callable[[float], None], stop: threading.Event | None) -> Result:
     """Out of memory beside other evaluations: their memory may be what it lacked (a problem's
     expected need is an estimate), so it runs again with the device's memory to itself, before
     its verdict is given, with its whole time limit: the time its first run lost beside a
@@ -344,7 +334,7 @@ def _run_again_alone(job: dict, first: dict, emit: Callable[[dict], None],
             # makes the profiled call after the timing) and no spare for the next job.
             alone = {**job, "seed": seed, "memory_need_bytes": job["device_memory_bytes"],
                      "profile_process": False}
-            result = _run_admitted(alone, emit, time.monotonic(), refill=False)
+            result = _run_admitted(alone, emit, time.monotonic(), refill=False, stop=stop)
     except TimeoutError:
         first.setdefault("environment", {})["sharing"] = {
             "run_again_alone": False,
@@ -372,10 +362,12 @@ class _Watch:
     startup_s: float | None = None  # both processes up, torch imported, the reference loaded
     timed_out: bool = False
     slot_over: bool = False
+    stopped: bool = False  # its runner asked it to stop (run_job's `stop`)
 
 
 def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float, *,
-                  refill: bool = True, keep_unfinished: bool = True) -> Result:
+                  refill: bool = True, keep_unfinished: bool = True,
+                  stop: threading.Event | None = None) -> Result:
     """`keep_unfinished`: whether the build slot goes back to the cache even where the
     candidate's module never finished loading (a build ahead keeps only a finished one)."""
     limit = job["time_limit_s"]
@@ -409,7 +401,7 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float, *,
         # this one is timed (pool.py).
         if refill:
             pool.POOL.refill(lambda: launch_for(True, pool.spare_job(job)))
-        watch = _watch(launch, emit, t_spawn=t_spawn, deadline=t_spawn + limit)
+        watch = _watch(launch, emit, t_spawn=t_spawn, deadline=t_spawn + limit, stop=stop)
         # Whatever is left of the tree goes now: leftovers of a finished run, or a timed-out one.
         t_cleanup = time.monotonic()
         rc, cgroup_seen, judge_log = _end_tree(launch)
@@ -425,6 +417,8 @@ def _run_admitted(job: dict, emit: Callable[[dict], None], t_begin: float, *,
         pool.POOL.resume()
         launch.discard()
 
+    if watch.stopped:  # the tree is gone and the slot back: nothing of it is a verdict
+        raise Stopped
     result = _outcome(job, watch, rc, judge_log, oom_before)
     env = result.get("environment") or {}
     env["sandbox"] = _sandbox_facts(job, launch, isolation=isolation, spare_ready=spare_ready,
@@ -458,10 +452,10 @@ def _send_job(launch: pool.Launch, job: dict) -> None:
 
 
 def _watch(launch: pool.Launch, emit: Callable[[dict], None], *, t_spawn: float,
-           deadline: float) -> _Watch:
-    """The judge's events until its result, its end, the time limit or a slot grown past its
-    limit (checked once a second). Progress is passed on; the spare is stopped while this
-    evaluation is timed."""
+           deadline: float, stop: threading.Event | None = None) -> _Watch:
+    """The judge's events until its result, its end, the time limit, a slot grown past its
+    limit or a stop request (both checked once a second). Progress is passed on; the spare is
+    stopped while this evaluation is timed."""
     watch = _Watch()
     next_slot_check = time.monotonic()
     buf = b""
@@ -475,7 +469,8 @@ def _watch(launch: pool.Launch, emit: Callable[[dict], None], *, t_spawn: float,
             if time.monotonic() >= next_slot_check:
                 next_slot_check = time.monotonic() + 1.0
                 watch.slot_over = limits.slot_over(launch)
-                if watch.slot_over:
+                watch.stopped = stop is not None and stop.is_set()
+                if watch.slot_over or watch.stopped:
                     break
             ready, _, _ = select.select([events], [], [], min(left, 1.0))
             if not ready:
@@ -529,7 +524,7 @@ def _end_tree(launch: pool.Launch) -> tuple[int | None, dict[str, Any], dict[str
     except subprocess.TimeoutExpired:
         rc = None
     for _ in range(100):
-        if _kill_tagged(launch.token, uid=launch.jail.get("uid")) == 0:
+        if kill_tagged(launch.token, uid=launch.jail.get("uid")) == 0:
             break
         time.sleep(0.05)
     cgroup_seen = limits.cgroup_stats(launch.jail.get("cgroup"))
