@@ -83,9 +83,10 @@ def honest_and_timed(row: Row) -> bool:
 
 
 def timing_held(row: Row) -> bool:
-    """Honest and timed, but a holding note keeps it off the boards (a timing that did not
-    reproduce, or that the judge's clock did not confirm): measurement noise, never an exploit;
-    its owner may ask for another attempt."""
+    """Honest and timed, but a holding note keeps it off the boards (flags.HOLDING_NOTES: a
+    timing the judge's clock did not confirm, so there is no figure it vouches for): never an
+    exploit; its owner may ask for another attempt. A timing that a re-verification did not
+    reproduce holds nothing: the result ranks at the slowest of its evaluations."""
     return honest_and_timed(row) and any(
         f in flag_kinds.HOLDING_NOTES for f in row["flags"] or []
     )

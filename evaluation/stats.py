@@ -3,8 +3,9 @@
 Plain Python over the timing summaries an evaluation stores (Evaluation.candidate_stats and
 reference_stats: median_ms, mean_ms, std_ms, min_ms, max_ms, n, and mad_ms where the harness
 recorded it). Used by re-verification (do the evaluations of the same kernel agree? `settle`,
-its one rule: two that agree settle it, a disagreement calls a third) and by the boards (the
-interval beside each time; entries whose intervals overlap are shown as ties).
+its one rule: two that agree settle it, a disagreement calls a third, and three that do not
+agree rank at the slowest) and by the boards (the interval beside each time; entries whose
+intervals overlap are shown as ties).
 
 The samples themselves are not stored, so the interval is computed from the summary, without a
 bootstrap: the median's standard error under a normal approximation,
@@ -134,7 +135,9 @@ def shown_ranks(ranks: Sequence[int], tied: Sequence[bool]) -> list[int]:
 
 AGREE = "agree"  # two of them agree: it ranks on the slower of those two
 THIRD = "third"  # no two agree yet (or one timing was set aside): a third evaluation decides
-APART = "apart"  # no two agree once the third was made: held, note timing_not_reproduced
+# No two agree once the third was made: it ranks on the slowest of them all, with the note
+# timing_not_reproduced (a fact about the measurement, never a reason to keep it off a board).
+APART = "apart"
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,9 @@ class Settlement:
 
     outcome: str  # AGREE, THIRD or APART
     agreeing: tuple[int, int] | None = None  # the indexes of the two that agree
-    ranked_on: int | None = None  # the index of the evaluation it ranks on (the slower one)
+    # The index of the evaluation whose timing it ranks on: the slower of the two that agree
+    # (AGREE), the slowest of all (APART); None while a third is to come (THIRD).
+    ranked_on: int | None = None
 
 
 def settle(
@@ -153,10 +158,14 @@ def settle(
     one kernel whose timing counts (at most three, in the order they ran), each with its 95%
     interval. `last`: no further evaluation comes (the third was made).
 
-    Two that agree (agree(): their intervals overlap; nothing known agrees) settle it: it ranks
-    on the slower of the two (the slowest such one where more than one pair agrees: the doubt
-    goes against the record). Otherwise a third evaluation decides (THIRD), and once it was made
-    (`last`, or three compared), none agreeing is APART.
+    A re-verification decides how fast a would-be record is, never whether it ranks (only a
+    verdict or an exploit flag does that), and the doubt always goes against the record, so
+    nothing is gained by a timing that was fast once, by luck or by a trick:
+
+    - Two that agree (agree(): their intervals overlap; nothing known agrees) settle it: it
+      ranks on the slower of the two (the slowest such one where more than one pair agrees).
+    - Otherwise a third evaluation decides (THIRD); once it was made (`last`, or three
+      compared), none agreeing is APART: it ranks on the slowest of them all.
     """
     if not 0 < len(intervals) <= 3:
         raise ValueError(f"settle compares one to three evaluations, not {len(intervals)}")
@@ -170,7 +179,9 @@ def settle(
     pairs = [(i, j) for i in range(len(intervals)) for j in range(i + 1, len(intervals))
              if agree(intervals[i], intervals[j])]
     if not pairs:
-        return Settlement(APART if last or len(intervals) == 3 else THIRD)
+        if not (last or len(intervals) == 3):
+            return Settlement(THIRD)
+        return Settlement(APART, ranked_on=min(range(len(intervals)), key=speed))
     slower = {pair: min(pair, key=speed) for pair in pairs}
     pair = min(pairs, key=lambda p: (speed(slower[p]), -p[1]))
     return Settlement(AGREE, agreeing=pair, ranked_on=slower[pair])

@@ -10,9 +10,11 @@ the boards and their exports (only exploits are listed as exploits), the API (`f
   fool the evaluator: it rejects the result or keeps it off the boards, and is shown as such.
 - A note is a fact about an honest result. It is shown beside the result and never listed as an
   exploit. Two kinds of note change the standing:
-  HOLDING notes keep the result from ranking while they stand (a timing that a re-verification
-  did not reproduce); CAPPED notes rank the result no better than the PyTorch reference timed
-  beside it (scoring.ranking_ms and scoring.speedup apply the cap).
+  HOLDING notes keep the result from ranking while they stand (a timing the judge's own clock
+  did not confirm: there is no figure it vouches for); CAPPED notes rank the result no better
+  than the PyTorch reference timed beside it (scoring.ranking_ms and scoring.speedup apply the
+  cap). A timing that a re-verification did not reproduce holds nothing: the result ranks at
+  the slowest of its evaluations (evaluation/stats.settle), with the note saying so.
 
 Light on purpose (no torch): the web processes import it through scoring.py.
 """
@@ -38,8 +40,9 @@ NOTES: dict[str, str] = {
         "better than the PyTorch reference timed beside it"
     ),
     TIMING_NOT_REPRODUCED: (
-        "a re-verification with fresh seeds did not reproduce the first evaluation's timing "
-        "(noise, not an exploit)"
+        "re-verification with fresh seeds did not reproduce the first evaluation's timing: no "
+        "two of its evaluations' timings agree, so it ranks at the slowest of them (noise, not "
+        "an exploit)"
     ),
     TIMING_UNCONFIRMED: (
         "the judge's own clock around each timed call did not confirm the times the kernel's "
@@ -47,7 +50,7 @@ NOTES: dict[str, str] = {
         "evaluated again (a loaded host, or a report the judge cannot vouch for)"
     ),
 }
-HOLDING_NOTES = frozenset({TIMING_NOT_REPRODUCED, TIMING_UNCONFIRMED})
+HOLDING_NOTES = frozenset({TIMING_UNCONFIRMED})
 CAPPED_NOTES = frozenset({BACKEND_SHARE_SMALL})
 
 # KernelBench's own counting (the model-run tables' second column): its evaluator checks the

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbcli.client import ApiError, Client
+from kbcli.client import ApiError, Client, succeeded
 from kbcli.files import read_kernel
 
 BATCH_MAX = 100  # the batch API's limit (submissions.services.BATCH_MAX); more go in several
@@ -190,6 +190,11 @@ def cmd_submit_folder(
                           for item, record in accepted],
             "refused": [{"file": name, "error": why} for name, why in refused],
         }, indent=2))
-    all_correct = len(finals) == len(accepted) and all(
-        final.get("verdict") == "correct" for final in finals.values())
-    return 0 if not refused and (not args.wait or all_correct) else 1
+    # As for one file (kbcli.main.EXIT_HELP): 0 when every file was taken and, with --wait, each
+    # settled correct and ranked (or a correct test run); 1 when one was not; 3 when all that
+    # settled did, but some were not settled in time.
+    if refused or any(not succeeded(final) for final in finals.values()):
+        return 1
+    if args.wait and len(finals) < len(accepted):
+        return 3
+    return 0

@@ -47,6 +47,18 @@ def settled(state: dict) -> bool:
     return state.get("status") == "finished" and ranking.get("state") != "pending"
 
 
+def succeeded(state: dict) -> bool:
+    """Whether a settled submission is what a script waiting on it hoped for (kb's exit status
+    0): correct and ranked (its ranking's state, even where a faster one of the same
+    participant holds the place), or a correct test run, which is never ranked. A correct result
+    held or kept off the board did not succeed: it has no place on the board."""
+    if state.get("verdict") != "correct":
+        return False
+    if state.get("test_run"):
+        return True
+    return (state.get("ranking") or {}).get("state") == "ranked"
+
+
 class Client:
     def __init__(self, url: str, token: str, *, timeout: float = 30, retries: int = 5) -> None:
         self.url = url.rstrip("/")

@@ -12,23 +12,31 @@ import requests
 
 from evaluator.backends import NAMES as BACKEND_NAMES
 from kbcli import batch, check, config, starter
-from kbcli.client import ApiError, Client, settled
+from kbcli.client import ApiError, Client, settled, succeeded
 from kbcli.files import read_kernel
 
 # The site may serve fewer on a hardware; it says which when one is not served there.
 BACKEND_HELP = f"one of {', '.join(BACKEND_NAMES)}"
 
-EXIT_OK = 0
-EXIT_FAILED = 1  # an error, or a verdict other than correct
+# What a command that follows a submission (--wait) exits with, once it is settled or it gives
+# up: a script can tell a result from a wait that ran out.
+EXIT_OK = 0  # settled: correct and ranked, or a correct test run (client.succeeded)
+EXIT_FAILED = 1  # an error; or settled otherwise: not correct, flagged, held, off the board
 EXIT_USAGE = 2
+EXIT_PENDING = 3  # --timeout ran out before it was settled: it goes on (`kb status ID --wait`)
+EXIT_HELP = (
+    "exit status with --wait: 0 once settled correct and ranked (or a correct test run); 1 once "
+    "settled otherwise (not correct, flagged, held, off the board), or an error; 2 a usage "
+    "error; 3 not settled when --timeout ran out (the submission goes on)"
+)
 
 
 class Progress:
     """One status line, rewritten in place on a terminal and one line per change otherwise."""
 
-    def __init__(self, stream=sys.stderr) -> None:
-        self.stream = stream
-        self.live = stream.isatty()
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr  # the one of the moment (a test may capture it)
+        self.live = self.stream.isatty()
         self.last = ""
 
     def __call__(self, event: dict) -> None:
@@ -280,13 +288,18 @@ def cmd_hardware(args) -> int:
 
 
 def _finish(args, client: Client, submission: dict) -> int:
+    """Follow the submission until it is settled (finished, its ranking no longer pending a
+    re-verification), show it, and exit as EXIT_HELP says."""
     progress = Progress()
     try:
         final = client.follow(submission, timeout=args.timeout, on_event=progress)
-    finally:
+    except TimeoutError as error:
         progress.close()
+        print(f"kb: {error}", file=sys.stderr)
+        return EXIT_PENDING
+    progress.close()
     emit(args, final, summary(final))
-    return EXIT_OK if final.get("verdict") == "correct" else EXIT_FAILED
+    return EXIT_OK if succeeded(final) else EXIT_FAILED
 
 
 def _read_source(path: Path) -> str | None:
@@ -380,7 +393,9 @@ def cmd_status(args) -> int:
     if args.wait and not settled(data):
         return _finish(args, client, data)
     emit(args, data, summary(data))
-    return EXIT_OK
+    if args.wait:  # settled already: its outcome, as when it was followed to the end
+        return EXIT_OK if succeeded(data) else EXIT_FAILED
+    return EXIT_OK  # a look at it, whatever it is
 
 
 def cmd_list(args) -> int:
@@ -566,12 +581,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
 
     submit = command("submit", cmd_submit, "submit a kernel file, or a folder of them")
-    submit.epilog = batch.NAMING
+    submit.epilog = batch.NAMING + "\n\n" + EXIT_HELP
     name_kernel(submit, "a kernel file, or a folder of them (see below)")
     submit.add_argument("--wait", action="store_true", help=wait_help)
     submit.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
     test = command("test", cmd_test, TEST_HELP)
+    test.epilog = EXIT_HELP
     name_kernel(test, "a kernel file")
     test.add_argument("--timing", action="store_true",
                       help="time it too (its speedup is shown, never ranked)")
@@ -580,6 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
     status = command("status", cmd_status, "show a submission")
+    status.epilog = EXIT_HELP + "; without --wait, 0 whenever it could be read"
     status.add_argument("id", type=int)
     status.add_argument("--wait", action="store_true", help=wait_help)
     status.add_argument("--timeout", type=float, default=3600)

@@ -380,9 +380,10 @@ class Reverification(models.Model):
     """A submission evaluated again with fresh secret seeds, on another runner where one is live.
 
     Queued automatically for a result that would set a new record (the submission is held off
-    the boards meanwhile), by an admin, or by its owner for a result held because its timing did
-    not reproduce (within QUOTA_REVERIFICATIONS_PER_DAY). queued -> running (claimed by one
-    runner, with a lease like a submission's) -> passed, or failed with a plain reason.
+    the boards meanwhile), by an admin, or by its owner for a result held because the judge's
+    clock did not confirm its timing (within QUOTA_REVERIFICATIONS_PER_DAY). queued -> running
+    (claimed by one runner, with a lease like a submission's) -> passed, or failed with a plain
+    reason.
 
     The speeds compared are the speedups measured side by side in each evaluation (the kernel
     and the reference timed on the same device in the same window, so a busy host slows both),
@@ -390,8 +391,11 @@ class Reverification(models.Model):
     evaluation correct, unflagged and agreeing with the first: passed, ranked on the slower of
     the two. Correct and unflagged but apart: the second evaluation is kept (`disputed_evaluation`)
     and the re-verification is queued once more for a third, which decides: agreeing with either,
-    passed on the slower of the two that agree; with neither, it is held with the note TIMING_NOTE
-    (status failed, which keeps it off the boards, `held` true, never an exploit).
+    passed on the slower of the two that agree; with neither, passed on the slowest of all with
+    the note TIMING_NOTE (never an exploit). It decides how fast, never whether: only a verdict
+    or an exploit flag fails it. Failed and `held` is left for a re-verification none of whose
+    timings the judge's clock confirmed (nothing to rank at), and for results held as "timing
+    not reproduced" before that rule.
     """
 
     class Reason(models.TextChoices):
@@ -407,8 +411,8 @@ class Reverification(models.Model):
 
     FINISHED = (Status.PASSED, Status.FAILED)
     OPEN = (Status.QUEUED, Status.RUNNING)
-    # The note put on the second evaluation (in `flags`, a note by evaluator/flags.py,
-    # never an exploit) when the two timings' intervals do not overlap.
+    # The note put on the deciding evaluation (in `flags`, a note by evaluator/flags.py, never
+    # an exploit) when no two timings' intervals overlap: it ranks at the slowest of them.
     TIMING_NOTE = "timing_not_reproduced"
     TIMING_FLAG = TIMING_NOTE  # its older name
     # An evaluation's timing, as a whole: copied from the slower of the two when they agree.
@@ -532,8 +536,9 @@ class Reverification(models.Model):
         TIMING_FIELDS) with role first, second or third, judged by the one rule (stats.settle):
         what was compared, each one's 95% interval, the `outcome` (agree; third: a third
         evaluation decides; apart), which two agree and which one the record ranks on (the
-        slower of them). `last`: the third evaluation is among them, nothing more comes;
-        `set_aside`: the roles whose timing a holding note kept out.
+        slower of the two that agree; the slowest of all when apart). `last`: the third
+        evaluation is among them, nothing more comes; `set_aside`: the roles whose timing a
+        holding note kept out.
 
         Compared by the speedup over the reference timed beside the kernel in the same
         evaluation (a busy host slows both sides alike); only where an evaluation has none (no
@@ -591,16 +596,16 @@ class Reverification(models.Model):
 
     @property
     def held(self) -> bool:
-        """Failed only because the timings did not agree: a note about noise, not an exploit."""
+        """Failed only on timing, a note about measurement, not an exploit: the judge's clock
+        confirmed none of its timings (scoring.timing_held), or it was held as "timing not
+        reproduced" before such results ranked at their slowest timing."""
         if self.status != self.Status.FAILED or self.evaluation is None:
             return False
-        return self._timing_not_reproduced(self.evaluation)
-
-    @classmethod
-    def _timing_not_reproduced(cls, evaluation) -> bool:
-        """Correct, unflagged but for holding notes, and held by one: its timing did not
-        reproduce, or the judge's clock did not confirm it (scoring.timing_held)."""
-        return evaluation.timing_held
+        evaluation = self.evaluation
+        return evaluation.timing_held or (
+            scoring.honest_and_timed({"correct": evaluation.correct, "flags": evaluation.flags,
+                                      "candidate_median_ms": evaluation.candidate_median_ms})
+            and self.TIMING_NOTE in (evaluation.flags or []))
 
     @property
     def is_third_round(self) -> bool:
@@ -643,7 +648,26 @@ class Reverification(models.Model):
         """Fail it with `evaluation` (a runner_crash) when no live runner holds it."""
         return self._close(leases.claimable(), evaluation)
 
+    @property
+    def latest_role(self) -> str:
+        """What its latest evaluation is (compare_timing's role): the second, or the third."""
+        return "third" if self.is_third_round else "second"
+
+    def _takes_vouched_timing(self, evaluation) -> bool:
+        """Whether `evaluation` ranks on an earlier evaluation's timing while a holding note set
+        its own aside (the judge's clock did not confirm it). The note was about its own
+        timing, which the comparison keeps (`set_aside`, `<role>_timing`); the timing it carries
+        now is one the judge vouched for, so the note no longer holds it."""
+        comparison = self.timing_comparison(evaluation)
+        role = self.latest_role
+        ranked_on = comparison.get("ranked_on")
+        return (ranked_on is not None and ranked_on != role
+                and role in (comparison.get("set_aside") or ()))
+
     def _close(self, condition: models.Q, evaluation) -> bool:
+        takes_vouched = self._takes_vouched_timing(evaluation)
+        if takes_vouched:
+            evaluation.flags = [f for f in evaluation.flags or [] if self.vouched([f])]
         status, message = self._outcome(evaluation)
         closed = Reverification.objects.filter(condition, pk=self.pk).update(
             status=status,
@@ -654,6 +678,8 @@ class Reverification(models.Model):
         )
         if not closed:
             return False
+        if takes_vouched:
+            evaluation.save(update_fields=["flags"])
         state = Submission.ReverificationState
         Submission.objects.filter(pk=self.submission_id).update(
             reverification=state.PASSED if status == self.Status.PASSED else state.FAILED
@@ -663,7 +689,8 @@ class Reverification(models.Model):
 
     @staticmethod
     def timing_message(comparison: dict) -> str:
-        """Why a re-verification is held, in plain words, with every interval."""
+        """Why a re-verification's timings did not settle on two that agree, in plain words,
+        with every interval, and the one it ranks at."""
         unit = "x" if comparison.get("compared") == "speedup" else " ms"
 
         def shown(side: dict) -> str:
@@ -675,24 +702,35 @@ class Reverification(models.Model):
         measured = ", ".join(f"the {role} evaluation's {shown(comparison[role])}"
                              for role in reversed(roles))
         what = comparison.get("compared")
-        return (
-            f"Timing not reproduced: no two of the {len(roles)} evaluations' {what}s agree "
-            f"({measured}). It is held off the board as measurement noise, not as an exploit; "
-            "every evaluation is shown, and its owner can ask for another attempt."
-        )
+        if len(roles) >= 2:
+            found = f"no two of the {len(roles)} evaluations' {what}s agree ({measured})"
+        else:
+            found = (f"the judge's clock confirmed the timing of one evaluation only "
+                     f"({measured})")
+        ranked_on = comparison.get("ranked_on")
+        if ranked_on not in roles:  # stored before such results ranked
+            return (f"Timing not reproduced: {found}. It is held off the board as measurement "
+                    "noise, not as an exploit; every evaluation is shown, and its owner can ask "
+                    "for another attempt.")
+        slowest = "the slowest" if len(roles) >= 2 else "that one"
+        return (f"Timing not reproduced: {found}. It ranks at {slowest}, the {ranked_on} "
+                f"evaluation's {comparison[ranked_on]['value']:.4g}{unit}: measurement noise, "
+                "not an exploit, and nothing is gained by a timing that was fast once.")
 
     def _outcome(self, evaluation) -> tuple[str, str]:
-        role = "third" if self.is_third_round else "second"
-        if self._timing_not_reproduced(evaluation):
-            comparison = self.timing_comparison(evaluation)
-            if len([r for r in comparison.get("roles") or () if comparison.get(r)]) >= 2:
-                return self.Status.FAILED, self.timing_message(comparison)
+        role = self.latest_role
+        if evaluation.timing_held:
+            # No timing of its evaluations that the judge vouched for: nothing to rank at.
             return self.Status.FAILED, (
-                "Timing not reproduced: no two evaluations with a timing the judge's clock "
-                "confirmed agree. It is held off the board as measurement noise, not as an "
-                "exploit; every evaluation is shown, and its owner can ask for another attempt."
+                "Timing not confirmed: the judge's own clock confirmed the timing of none of its "
+                "evaluations, so there is no figure to rank it at. It is held off the board as "
+                "a note, not as an exploit; every evaluation is shown, and its owner can ask for "
+                "another attempt."
             )
         if evaluation.ranks:
+            comparison = self.timing_comparison(evaluation)
+            if comparison.get("outcome") == stats.APART:
+                return self.Status.PASSED, self.timing_message(comparison)
             return self.Status.PASSED, ""
         if evaluation.flags:
             flags = ", ".join(evaluation.flags)

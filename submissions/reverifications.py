@@ -61,13 +61,28 @@ def reverification_request(
     return reverification
 
 
+def held_on_timing(submission: Submission) -> bool:
+    """Whether the submission's result is off the boards on its timing alone, which its owner
+    may ask to have evaluated again: a holding note on it (Evaluation.timing_held: the judge's
+    clock confirmed no timing of it), or a re-verification held as "timing not reproduced"
+    before such results ranked at their slowest timing (Reverification.held). A result that
+    ranks at its slowest timing is not: asking again could only replace a slow figure by a
+    luckier one."""
+    result = submission.latest_evaluation
+    if result is None:
+        return False
+    latest = submission.reverifications.select_related("evaluation").first()
+    if latest is not None and not latest.is_finished:
+        return False
+    return result.timing_held or (latest is not None and latest.held)
+
+
 def reverification_request_by_owner(*, user, submission: Submission) -> Reverification:
     """Another attempt at re-verification, asked for by the submission's owner (or staff): only
-    for a result held off the boards by a note on its timing (Evaluation.timing_held: it did not
-    reproduce, or the judge's clock did not confirm it), within QUOTA_REVERIFICATIONS_PER_DAY a
-    UTC day (staff exempt). The submission is
-    pending again until it lands, and the re-verification goes as any other: a second evaluation
-    with fresh seeds, a third where the first two disagree.
+    for a result held off the boards on its timing (held_on_timing), within
+    QUOTA_REVERIFICATIONS_PER_DAY a UTC day (staff exempt). The submission is pending again
+    until it lands, and the re-verification goes as any other: a second evaluation with fresh
+    seeds, a third where the first two disagree.
 
     ReverificationError (code forbidden, not_held, already_open, not_evaluated) or
     QuotaExceeded (quota_reverifications).
@@ -85,11 +100,11 @@ def reverification_request_by_owner(*, user, submission: Submission) -> Reverifi
             raise ReverificationError(
                 f"Submission {submission.pk} is already being re-verified.", code="already_open"
             )
-        result = submission.latest_evaluation
-        if result is None or not result.timing_held:
+        if not held_on_timing(submission):
             raise ReverificationError(
-                "Only a result held because its timing did not reproduce (or was not confirmed) "
-                "can be re-verified on request.",
+                "Only a result held because the judge's clock did not confirm its timing can be "
+                "re-verified on request (one whose evaluations did not agree ranks at the "
+                "slowest of them).",
                 code="not_held",
             )
         reverify_quota_check(user=user)

@@ -9,11 +9,12 @@ from django.conf import settings
 from django.db.models import Count, Q, TextChoices
 from django.utils import timezone
 
-from evaluation import compile_log, fairness, scoring
+from evaluation import compile_log, fairness, scoring, stats
 from evaluation.models import Hardware, Runner
 from evaluator import verdicts
 from evaluator.errors import clean_text, truncate
 from evaluator.static_report import without_reference
+from kbsite.templatetags.kbsite_tags import seconds_label
 from submissions.models import Evaluation, Reverification, Submission
 from submissions.queues import SUBMISSIONS, fair_sources
 
@@ -266,6 +267,144 @@ def queue_text(estimate: dict | None, *, hardware: str) -> str:
     return text
 
 
+# ---- a submission's evaluations: what each was, its own figures, and how long it all took -------
+
+# What each evaluation of a submission was (Reverification.compare_timing's roles), as pages say.
+EVALUATION_LABELS = {
+    "first": "First evaluation",
+    "second": "Re-verification (second evaluation)",
+    "third": "Third evaluation",
+}
+# Why a re-verified result ranks with the figure it has (stats.settle's outcomes).
+RANKED_FIGURE_WHY = {
+    stats.AGREE: "the slower of two that agree",
+    stats.APART: "the slowest, as no two of its evaluations agree",
+}
+
+
+def _seconds(start, end) -> float | None:
+    if start is None or end is None:
+        return None
+    return max((end - start).total_seconds(), 0.0)
+
+
+def ranked_figure(evaluation) -> dict | None:
+    """Whose figures a re-verified result carries (a re-verification's evaluation is stored with
+    the timing it ranks with: Reverification.compare_timing's `ranked_on`) and why, in words:
+    {"role", "outcome", "text"}; None for an evaluation no comparison decided."""
+    comparison = Reverification.timing_comparison(evaluation)
+    role = comparison.get("ranked_on")
+    if role not in EVALUATION_LABELS:
+        return None
+    why = RANKED_FIGURE_WHY.get(comparison.get("outcome"), "")
+    return {"role": role, "outcome": comparison.get("outcome"),
+            "text": f"The figures it ranks with: the {role} evaluation's"
+                    + (f", {why}" if why else "")}
+
+
+def submission_evaluations(submission: Submission) -> list[dict]:
+    """Each evaluation of the submission in the order they ran, as its page lists them:
+    labelled by what it was (the first; a re-verification's second evaluation; a third where
+    those two disagreed), with its own figures, its 95% interval where its timing was compared,
+    how long it waited in the queue (from when it was asked for: the submission, the
+    re-verification, the disagreement) and how long it ran.
+
+    A re-verification's evaluation is stored with the timing its result ranks with, its own
+    kept in its comparison (`<role>_timing`): its own is shown here, and `counts` marks the
+    evaluation whose figure the result carries (the latest one's, unless it took another's).
+
+    Each: {"evaluation", "role", "label", "candidate_ms", "reference_ms", "speedup",
+    "interval", "set_aside", "queue_seconds", "seconds", "counts"}.
+    """
+    evaluations = list(submission.evaluations.order_by("finished_at", "id"))
+    if not evaluations:
+        return []
+    by_id = {evaluation.pk: evaluation for evaluation in evaluations}
+    rounds = list(submission.reverifications.order_by("created_at", "id"))
+    # Each re-verification evaluation's role, its round, and when it was asked for.
+    placed: dict[int, tuple[str, int, Reverification]] = {}
+    for number, round_ in enumerate(rounds, start=1):
+        if round_.disputed_evaluation_id is not None:
+            placed[round_.disputed_evaluation_id] = ("second", number, round_)
+        if round_.evaluation_id is not None and round_.evaluation_id not in placed:
+            role = "third" if round_.disputed_evaluation_id is not None else "second"
+            placed[round_.evaluation_id] = (role, number, round_)
+    # Where each round's timings were compared: its latest evaluation's comparison.
+    compared = {round_.pk: Reverification.timing_comparison(by_id.get(round_.evaluation_id))
+                for round_ in rounds}
+
+    result = evaluations[-1]
+    counts_id = result.pk
+    figure = ranked_figure(result)
+    if figure is not None and result.pk in placed:
+        _, _, round_ = placed[result.pk]
+        counts_id = {"first": round_.checked_evaluation_id,
+                     "second": round_.disputed_evaluation_id or result.pk}.get(
+                         figure["role"], result.pk)
+
+    rows = []
+    for evaluation in evaluations:
+        role, number, round_ = placed.get(evaluation.pk, (None, 0, None))
+        if role is None and evaluation.purpose == Evaluation.Purpose.SUBMISSION:
+            role = "first"
+        label = EVALUATION_LABELS.get(role, "Re-verification")
+        if round_ is not None and (len(rounds) > 1 or round_.reason != round_.Reason.NEW_RECORD):
+            label += f" (re-verification {number}, {round_.get_reason_display()})"
+        own = Reverification.timing_comparison(evaluation).get(f"{role}_timing") or {
+            name: getattr(evaluation, name) for name in Reverification.TIMING_FIELDS}
+        if round_ is not None:
+            comparisons = [compared[round_.pk]]
+            asked = (by_id[round_.disputed_evaluation_id].finished_at
+                     if role == "third" and round_.disputed_evaluation_id in by_id
+                     else round_.created_at)
+        else:  # the first: compared in every round, the same each time
+            comparisons = list(compared.values())
+            asked = submission.created_at if role == "first" else None
+        interval = next((c[role] for c in comparisons if isinstance(c.get(role), dict)), None)
+        rows.append({
+            "evaluation": evaluation,
+            "role": role,
+            "label": label,
+            "candidate_ms": own.get("candidate_median_ms"),
+            "reference_ms": own.get("reference_median_ms"),
+            "speedup": own.get("speedup"),
+            "interval": interval,
+            "compared": next((c.get("compared") for c in comparisons if c.get("compared")),
+                             None),
+            "set_aside": any(role in (c.get("set_aside") or ()) for c in comparisons),
+            "queue_seconds": _seconds(asked, evaluation.started_at),
+            "seconds": _seconds(evaluation.started_at, evaluation.finished_at),
+            "counts": evaluation.pk == counts_id,
+        })
+    return rows
+
+
+def submission_took(submission: Submission, evaluations: list[dict]) -> dict | None:
+    """How long the submission took, from being submitted to its settled result (finished, and
+    no re-verification pending: Submission.is_settled), with the time its evaluations waited in
+    the queue apart from the time they ran (`evaluations`: submission_evaluations). None until
+    it is settled, and for a cancelled one.
+
+    {"seconds", "queue_seconds", "evaluating_seconds", "evaluations", "text"}."""
+    if submission.status != Submission.Status.FINISHED or not submission.is_settled:
+        return None
+    if not evaluations:
+        return None
+    took = _seconds(submission.created_at, evaluations[-1]["evaluation"].finished_at) or 0.0
+    count = len(evaluations)
+    text = f"took {seconds_label(took)} from submission to settled result"
+    # The parts only where every evaluation says when it started (a runner crash's does not).
+    queued = running = None
+    if all(row["queue_seconds"] is not None and row["seconds"] is not None
+           for row in evaluations):
+        queued = sum(row["queue_seconds"] for row in evaluations)
+        running = sum(row["seconds"] for row in evaluations)
+        text += (f": {seconds_label(queued)} waiting in the queue, {seconds_label(running)} "
+                 "evaluating" + (f" ({count} evaluations)" if count > 1 else ""))
+    return {"seconds": took, "queue_seconds": queued, "evaluating_seconds": running,
+            "evaluations": count, "text": text}
+
+
 def evaluation_summary(evaluation, *, details: bool = False) -> dict | None:
     if evaluation is None:
         return None
@@ -284,6 +423,8 @@ def evaluation_summary(evaluation, *, details: bool = False) -> dict | None:
         # "reverify": a second evaluation with fresh seeds, which replaced the first one.
         "purpose": evaluation.purpose,
         "attempt": evaluation.attempt,
+        # Whose figures a re-verified result carries, in words ("" where its own).
+        "ranked_figure": (ranked_figure(evaluation) or {}).get("text", ""),
     }
 
 
@@ -308,6 +449,9 @@ def submission_status_payload(submission: Submission, *, details: bool = False) 
         # (a cancelled one's says so: the last event of its stream).
         "ranking": submission_ranking(submission)
         if evaluation is not None or submission.status == Submission.Status.CANCELLED else None,
+        # Submitted to settled, the queue wait apart (submission_took); None until settled.
+        "took": submission_took(submission, submission_evaluations(submission))
+        if submission.is_settled and evaluation is not None else None,
     }
 
 
@@ -367,8 +511,9 @@ def hardware_overview() -> list[dict]:
 class RankingState(TextChoices):
     """Whether a submission's result ranks on its board (the API's `ranking.state`): ranked;
     pending (no result yet, or a would-be record waiting for its re-verification); held (correct
-    and unflagged, but its re-verification's timing did not reproduce the first one's: a note,
-    never an exploit); off_board (it does not count: the `detail` and `reason` say why)."""
+    and unflagged, but the judge's clock confirmed none of its timings, or held as "timing not
+    reproduced" before such results ranked at their slowest timing: a note, never an exploit);
+    off_board (it does not count: the `detail` and `reason` say why)."""
 
     RANKED = "ranked"
     PENDING = "pending"
@@ -486,6 +631,12 @@ def submission_ranking(submission: Submission) -> dict:
             reason = f"It ranks, but your faster submission {faster} holds your place on {board}."
         else:
             reason = f"Rank {rank} on {board}."
+        if Reverification.TIMING_NOTE in (row["flags"] or []):
+            # Ranked at the slowest of evaluations that did not agree: say so, with the figures.
+            settled_by = submission.reverifications.filter(
+                status=Reverification.Status.PASSED).first()
+            if settled_by is not None and settled_by.message:
+                reason = f"{reason} {settled_by.message}"
         return _ranking(RankingDetail.RANKED, reason, rank)
     if scoring.pending(row):
         current = submission.reverifications.first()
@@ -493,19 +644,21 @@ def submission_ranking(submission: Submission) -> dict:
             return _ranking(
                 RankingDetail.PENDING_REVERIFICATION,
                 "Its second evaluation's speedup did not agree with the first's, so a third "
-                "evaluation with fresh secret seeds decides: it ranks on the slower of the two "
-                "that agree, and is held only if no two agree.",
+                "evaluation with fresh secret seeds decides how fast it is: it ranks on the "
+                "slower of two that agree, or on the slowest of the three if no two agree.",
             )
         if current is not None and current.reason == Reverification.Reason.OWNER:
             return _ranking(
                 RankingDetail.PENDING_REVERIFICATION,
                 "Its owner asked for another re-verification: it is evaluated again with fresh "
-                "secret seeds, and ranks once that agrees with the first evaluation.",
+                "secret seeds, and ranks on the slower of two evaluations that agree (on the "
+                "slowest where no two of three agree).",
             )
         return _ranking(
             RankingDetail.PENDING_REVERIFICATION,
-            "It would set a new record, so it is held off the board until a second "
-            "evaluation with fresh secret seeds on another runner confirms it.",
+            "It would set a new record, so it is off the board until a second evaluation with "
+            "fresh secret seeds on another runner says how fast it is: it ranks on the slower "
+            "of the two (a third decides where they disagree).",
         )
     if row["submission__reverification"] == Submission.ReverificationState.FAILED:
         failed = (
@@ -515,7 +668,9 @@ def submission_ranking(submission: Submission) -> dict:
         )
         message = failed.message if failed and failed.message else "It did not reproduce."
         if failed is not None and failed.held:
-            return _ranking(RankingDetail.TIMING_NOT_REPRODUCED, f"Held: {message}")
+            detail = (RankingDetail.TIMING_UNCONFIRMED if scoring.timing_held(row)
+                      else RankingDetail.TIMING_NOT_REPRODUCED)
+            return _ranking(detail, f"Held: {message}")
         return _ranking(RankingDetail.FAILED_REVERIFICATION,
                         f"Its re-verification failed: {message}")
     if scoring.timing_held(row):

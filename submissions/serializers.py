@@ -267,14 +267,15 @@ class RankingSerializer(serializers.Serializer):
         choices=RankingState.choices,
         help_text="ranked: on its board; pending: no result yet, or a would-be record waiting "
         "for its second evaluation with fresh seeds; held: correct and unflagged, but the "
-        "second evaluation's timing did not reproduce the first's within their confidence "
-        "intervals (a note, not an exploit); off_board: it does not count (see detail).",
+        "judge's clock confirmed none of its timings (a note, not an exploit; evaluations that "
+        "disagree rank at the slowest instead); off_board: it does not count (see detail).",
     )
     detail = serializers.ChoiceField(
         choices=RankingDetail.choices,
         help_text="Why, as a code: ranked; pending_reverification, not_evaluated (pending); "
-        "timing_not_reproduced, timing_unconfirmed (held: the judge's clock did not confirm the "
-        "reported times; its owner may ask for another attempt at either); "
+        "timing_unconfirmed (held: the judge's clock did not confirm the reported times), "
+        "timing_not_reproduced (held before results whose evaluations disagree ranked at the "
+        "slowest); its owner may ask for another attempt at either; "
         "failed_reverification (a re-verification's evaluation was not "
         "correct or was flagged), flagged (an exploit check), not_correct, not_timed "
         "(off_board).",

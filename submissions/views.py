@@ -33,7 +33,11 @@ from submissions.quotas import (
     quota_usage,
     reverifications_per_day,
 )
-from submissions.reverifications import ReverificationError, reverification_request_by_owner
+from submissions.reverifications import (
+    ReverificationError,
+    held_on_timing,
+    reverification_request_by_owner,
+)
 from submissions.selectors import (
     RANKING_LABELS,
     can_act_on,
@@ -42,10 +46,13 @@ from submissions.selectors import (
     can_see_submission,
     evaluation_logs,
     first_compile_error,
+    ranked_figure,
     shown_profile,
     shown_trials,
+    submission_evaluations,
     submission_ranking,
     submission_status_payload,
+    submission_took,
     user_submissions,
 )
 from submissions.services import submission_create
@@ -176,6 +183,8 @@ def _evaluation_context(request, submission: Submission) -> dict:
             .first()
         )
     ranking = submission_ranking(submission) if evaluation is not None else None
+    # Every evaluation, labelled by what it was, with its own figures; the latest is the result.
+    evaluations = submission_evaluations(submission)
     return {
         "submission": submission,
         "evaluation": evaluation,
@@ -185,10 +194,15 @@ def _evaluation_context(request, submission: Submission) -> dict:
         ),
         "ranking": ranking,
         "ranking_label": RANKING_LABELS.get(ranking["detail"], "") if ranking else "",
+        "evaluations": evaluations,
+        "evaluation_label": evaluations[-1]["label"] if evaluations else "",
+        # Whose figures the result carries, where a re-verification decided it.
+        "ranked_figure": ranked_figure(evaluation),
+        # Submitted to settled, with the queue wait apart (None until settled).
+        "took": submission_took(submission, evaluations),
         "timing_floor_pct": round(100 * settings.TIMING_INTERVAL_FLOOR, 2),
-        # The owner (and staff) may ask for another attempt at a held result.
-        "can_reverify": owner and evaluation is not None and evaluation.timing_held
-        and (reverification is None or reverification.is_finished),
+        # The owner (and staff) may ask for another attempt at a result held on its timing.
+        "can_reverify": owner and evaluation is not None and held_on_timing(submission),
         "reverify_per_day": reverifications_per_day(),
         # The owner (and staff) may cancel it while it waits or runs.
         "can_cancel": submission.is_open and may_cancel(submission, request.user),

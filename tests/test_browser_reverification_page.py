@@ -38,6 +38,12 @@ def test_a_passing_reverification_updates_ranking_summary_and_evaluation_togethe
 
     second = make_result(problem=relu_problem, hardware=cpu_hardware, submission=submission,
                          ms=1.1, purpose=Evaluation.Purpose.REVERIFY)
+    # As the runner stores it: the comparison that decided it ranks on the second's timing.
+    Evaluation.objects.filter(pk=second.pk).update(static_report={"checks": {"reverification": {
+        "compared": "speedup", "roles": ["first", "second"], "outcome": "agree", "agrees": True,
+        "agreeing": ["first", "second"], "ranked_on": "second", "set_aside": [],
+        "first": {"value": 2.0, "low": 1.9, "high": 2.1},
+        "second": {"value": 1.82, "low": 1.75, "high": 1.95}}}})
     Reverification.objects.filter(pk=reverification.pk).update(
         status=Reverification.Status.PASSED, evaluation=second
     )
@@ -49,11 +55,13 @@ def test_a_passing_reverification_updates_ranking_summary_and_evaluation_togethe
             {"type": "status", **submission_status_payload(submission)})
 
     expect(page.locator("#ranking-state")).to_have_text("ranked", timeout=15_000)
-    expect(page.locator("#result-summary caption")).to_contain_text("From the re-verification")
+    expect(page.locator("#result-summary caption")).to_contain_text(
+        "The figures it ranks with: the second evaluation's, the slower of two that agree")
     expect(page.locator("#candidate-ms, #result-summary td").first).to_contain_text("1.1")
     heading = page.locator("#evaluation h2[data-evaluation-id]").first
     expect(heading).to_have_attribute("data-evaluation-id", str(second.pk))
-    expect(heading).to_contain_text("the re-verification (the one that counts)")
+    expect(heading).to_contain_text("Re-verification (second evaluation): the result")
+    expect(page.locator("#evaluations tr.counts")).to_have_attribute("data-role", "second")
     expect(page.locator("#first-evaluation h2")).to_contain_text("First evaluation")
     expect(page.locator("#first-evaluation h2")).to_have_attribute(
         "data-evaluation-id", str(first.pk)

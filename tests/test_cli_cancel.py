@@ -56,7 +56,8 @@ def test_kb_cancel_cancels_a_submission_and_kb_status_says_cancelled(
     assert kb(["cancel", str(submission.pk)]) == 0
     assert f"Test run {submission.pk}: cancelled" in capsys.readouterr().out
     assert Submission.objects.get(pk=submission.pk).status == "cancelled"
-    assert kb(["status", str(submission.pk), "--wait"]) == 0  # settled: nothing to wait for
+    # Settled: nothing to wait for, and no result, so not a success (tests/test_cli_exit_codes.py).
+    assert kb(["status", str(submission.pk), "--wait"]) == 1
     out = capsys.readouterr().out
     assert "status     cancelled" in out and "off board, cancelled" in out
     assert kb(["cancel", str(submission.pk)]) == 1

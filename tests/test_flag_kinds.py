@@ -83,13 +83,19 @@ def test_only_exploits_are_listed_as_exploits_on_the_board_and_the_page(gpu, peo
     not_used = make_result(problem=problem, hardware=gpu, user=people["eve"], ms=0.5,
                            flags=("backend_not_used", "backend_share_small"))
     make_result(problem=problem, hardware=gpu, user=people["bob"], ms=0.9,
+                flags=("timing_unconfirmed",))
+    make_result(problem=problem, hardware=gpu, user=people["cy"], ms=1.1,
                 flags=("timing_not_reproduced",))
     [flagged] = flagged_rows(problem=problem, hardware=gpu)
     assert (flagged["participant"], flagged["flags"]) == ("eve", ["backend_not_used"])
-    assert [r["participant"] for r in board_rows(problem=problem, hardware=gpu)] == ["ada"]
+    # A timing the judge did not confirm holds; one that did not reproduce ranks (at its
+    # slowest evaluation's figure, which is what a re-verification stores).
+    assert [r["participant"] for r in board_rows(problem=problem, hardware=gpu)] == [
+        "ada", "cy"]
     board = Client().get("/leaderboard/1/19/h200/").content.decode()
     exploits = board.split('id="board-flagged"')[1].split("</table>")[0]
     assert "timing_not_reproduced" not in exploits and "backend_share_small" not in exploits
+    assert "timing_unconfirmed" not in exploits
 
     page = Client().get(f"/submissions/{not_used.submission_id}/").content.decode()
     listed = page.split('id="flags"')[1].split("</ul>")[0]

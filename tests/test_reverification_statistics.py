@@ -2,11 +2,12 @@
 confidence intervals from the timing samples (evaluation/stats.py), not by a fixed factor.
 
 Overlapping, the record ranks on the slower of the two; apart, a third evaluation decides, and
-when no two of the three overlap it is held with the note "timing not reproduced": off the
-board, never listed as an exploit, and the API, the page, the live status and `kb status` all
-say "held" with the reason while the first attempt stays on the page. Each test stores a first
-evaluation, queues its re-verification and stores the next ones through the runner's own
-service (gpu_runner.services._store_reverification), as a runner does.
+when no two of the three overlap it ranks on the slowest of them with the note "timing not
+reproduced": never held for it, never listed as an exploit, and the API, the page, the live
+status and `kb status` all say "ranked" with the reason and every evaluation's interval, while
+the first attempt stays on the page. Each test stores a first evaluation, queues its
+re-verification and stores the next ones through the runner's own service
+(gpu_runner.services._store_reverification), as a runner does.
 """
 
 from datetime import timedelta
@@ -54,7 +55,7 @@ def first_result(user, problem, hardware, *, ms: float, reference_ms: float, mad
 
 
 def second_result(reverification, *, ms: float, reference_ms: float, mad_ms: float,
-                  runner: str = "r2") -> Evaluation:
+                  runner: str = "r2", flags: tuple[str, ...] = ()) -> Evaluation:
     """What the harness returns for the next evaluation, stored by the runner's service."""
     if reverification.status == Reverification.Status.QUEUED:  # a third, after a disagreement
         assert reverification.claim(runner_name=runner, lease_seconds=60)
@@ -65,7 +66,7 @@ def second_result(reverification, *, ms: float, reference_ms: float, mad_ms: flo
         "candidate": summary(ms, mad_ms=mad_ms),
         "reference": summary(reference_ms, mad_ms=mad_ms * reference_ms / ms),
         "speedup": reference_ms / ms,
-        "flags": [],
+        "flags": list(flags),
         "seeds": {"server": 424242 + reverification.attempts},
     }
     evaluation = _store_reverification(reverification, result, runner_name=runner)
@@ -87,7 +88,7 @@ def page(submission: Submission, user) -> str:
     return client.get(f"/submissions/{submission.pk}/").content.decode()
 
 
-def test_a_noisy_reverification_is_held_with_a_note_and_not_listed_as_an_exploit(
+def test_a_noisy_reverification_ranks_at_the_slowest_evaluation_with_a_note_not_an_exploit(
     user, cpu_hardware, relu_problem
 ):
     # The loaded runner of the issue: 1.22x, then 0.93x, then 1.07x, each with tight samples.
@@ -95,35 +96,51 @@ def test_a_noisy_reverification_is_held_with_a_note_and_not_listed_as_an_exploit
         user, relu_problem, cpu_hardware, ms=1.0, reference_ms=1.22, mad_ms=0.005)
     second_result(reverification, ms=1.0, reference_ms=0.93, mad_ms=0.005)
     assert reverification.status == Reverification.Status.QUEUED  # a third decides
-    second = second_result(reverification, ms=1.0, reference_ms=1.07, mad_ms=0.005, runner="r3")
+    third = second_result(reverification, ms=1.0, reference_ms=1.07, mad_ms=0.005, runner="r3")
 
-    assert reverification.status == Reverification.Status.FAILED and reverification.held
+    # It ranks, at the slowest of the three (the second's 0.93x), with the note.
+    assert reverification.status == Reverification.Status.PASSED and not reverification.held
     assert reverification.message.startswith("Timing not reproduced")
-    comparison = second.static_report["checks"]["reverification"]
+    assert "It ranks at the slowest, the second evaluation's 0.93x" in reverification.message
+    comparison = third.static_report["checks"]["reverification"]
     assert comparison["agrees"] is False and comparison["note"] == "timing_not_reproduced"
+    assert (comparison["outcome"], comparison["ranked_on"]) == ("apart", "second")
     assert comparison["first"]["low"] > comparison["second"]["high"]
+    assert third.speedup == pytest.approx(0.93) and third.reference_median_ms == 0.93
+    assert comparison["third_timing"]["speedup"] == pytest.approx(1.07)  # its own, kept
+    assert third.flags == ["timing_not_reproduced"]
     submission.refresh_from_db()
-    assert submission.reverification == Submission.ReverificationState.FAILED
+    assert submission.reverification == Submission.ReverificationState.PASSED
 
-    # Off the board, and not among the kernels caught by an exploit check.
-    assert board_rows(problem=relu_problem, hardware=cpu_hardware) == []
+    # On the board, and not among the kernels caught by an exploit check.
+    [row] = board_rows(problem=relu_problem, hardware=cpu_hardware)
+    assert (row["rank"], row["evaluation_id"]) == (1, third.pk)
     assert flagged_rows(problem=relu_problem, hardware=cpu_hardware) == []
     entry = BestEntry.objects.get(problem=relu_problem, hardware=cpu_hardware)
     assert entry.flagged_evaluation_id is None and entry.flags == []
 
     ranking = api_ranking(user, submission)
-    assert (ranking["state"], ranking["detail"], ranking["rank"]) == (
-        "held", "timing_not_reproduced", None)
+    assert (ranking["state"], ranking["detail"], ranking["rank"]) == ("ranked", "ranked", 1)
     assert "Timing not reproduced" in ranking["reason"]
-    assert describe_ranking(ranking).startswith("held, timing not reproduced: Held: Timing")
+    assert describe_ranking(ranking).startswith("ranked, #1: Rank 1")
 
     live = submission_status_payload(submission)
-    assert live["ranking"]["state"] == "held"
+    assert live["ranking"]["state"] == "ranked"
+    assert live["evaluation"]["ranked_figure"] == (
+        "The figures it ranks with: the second evaluation's, the slowest, as no two of its "
+        "evaluations agree")
 
     html = page(submission, user)
-    assert 'data-state="held" data-detail="timing_not_reproduced"' in html
-    assert "<strong>held: timing not reproduced</strong>" in html
+    assert 'data-state="ranked" data-detail="ranked"' in html
     assert 'id="reverification-timing"' in html and 'data-agrees="no"' in html
+    # Every evaluation, labelled, with its own figures; the slowest's is the one that ranks.
+    listed = html.split('id="evaluations"')[1].split("</table>")[0]
+    rows = listed.split("<tr data-role=")[1:]
+    assert [r.split("<th>")[1].split("</th>")[0] for r in rows] == [
+        "First evaluation", "Re-verification (second evaluation)", "Third evaluation"]
+    assert ["1.22×" in rows[0], "0.93×" in rows[1], "1.07×" in rows[2]] == [True] * 3
+    assert ["ranks with this figure" in r for r in rows] == [False, True, False]
+    assert "The figures it ranks with: the second evaluation&#x27;s" in html  # escaped
     # The first attempt's details stay visible below the re-verification.
     assert 'id="first-evaluation"' in html
     first_section = html.split('id="first-evaluation"')[1]
@@ -185,7 +202,7 @@ def test_a_kernel_that_is_wrong_on_fresh_inputs_is_off_the_board_not_held(
     assert describe_ranking(ranking).startswith("off board, failed re-verification:")
 
 
-def test_the_ranking_goes_from_pending_to_held_as_the_reverification_lands(
+def test_the_ranking_goes_from_pending_to_ranked_at_the_slowest_as_the_reverification_lands(
     user, cpu_hardware, relu_problem
 ):
     bob = get_user_model().objects.create_user(username="bob", password="b-long-passphrase-2")
@@ -199,8 +216,31 @@ def test_the_ranking_goes_from_pending_to_held_as_the_reverification_lands(
     assert submission_status_payload(submission)["ranking"]["state"] == "pending"
     second_result(reverification, ms=1.25, reference_ms=2.0, mad_ms=0.002, runner="r3")
 
-    assert submission_status_payload(submission)["ranking"]["state"] == "held"
-    # bob's slower kernel still ranks; the held one is not listed anywhere as flagged.
-    assert [r["participant"] for r in board_rows(problem=relu_problem,
-                                                 hardware=cpu_hardware)] == ["bob"]
+    # 2.0x, 1.33x, 1.6x: no two agree, and it ranks with the slowest, 1.5 ms, ahead of bob's
+    # 3.0 ms; nothing lists it as flagged.
+    assert submission_status_payload(submission)["ranking"]["state"] == "ranked"
+    rows = board_rows(problem=relu_problem, hardware=cpu_hardware)
+    assert [(r["participant"], r["candidate_ms"]) for r in rows] == [("ada", 1.5), ("bob", 3.0)]
     assert flagged_rows(problem=relu_problem, hardware=cpu_hardware) == []
+
+
+def test_a_third_timing_the_judge_did_not_confirm_leaves_the_slower_of_the_first_two(
+    user, cpu_hardware, relu_problem
+):
+    # 2.0x, then 1.5x (apart), then a third whose timing the judge's clock did not confirm: it
+    # is set aside, and of the two it vouched for the slower ranks, without the hold.
+    submission, reverification = first_result(
+        user, relu_problem, cpu_hardware, ms=1.0, reference_ms=2.0, mad_ms=0.002)
+    second_result(reverification, ms=1.0, reference_ms=1.5, mad_ms=0.002)
+    third = second_result(reverification, ms=1.0, reference_ms=3.0, mad_ms=0.002, runner="r3",
+                          flags=("timing_unconfirmed",))
+
+    comparison = third.static_report["checks"]["reverification"]
+    assert (comparison["roles"], comparison["set_aside"]) == (["first", "second"], ["third"])
+    assert (comparison["outcome"], comparison["ranked_on"]) == ("apart", "second")
+    third.refresh_from_db()
+    assert third.flags == ["timing_not_reproduced"] and third.speedup == pytest.approx(1.5)
+    assert reverification.status == Reverification.Status.PASSED
+    [row] = board_rows(problem=relu_problem, hardware=cpu_hardware)
+    assert row["evaluation_id"] == third.pk
+    assert api_ranking(user, submission)["state"] == "ranked"

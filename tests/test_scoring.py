@@ -221,11 +221,17 @@ def test_a_board_orders_results_by_the_time_they_rank_with():
 
 
 def test_a_holding_note_keeps_an_honest_result_off_the_board_without_flagging_it():
-    for note in (flags.TIMING_NOT_REPRODUCED, flags.TIMING_UNCONFIRMED):
-        row = result(flags=[note])
-        assert scoring.timing_held(row) and not scoring.ranks(row) and not scoring.on_board(row)
-        assert scoring.exploits(row) == [] and scoring.honest_and_timed(row)
+    row = result(flags=[flags.TIMING_UNCONFIRMED])
+    assert scoring.timing_held(row) and not scoring.ranks(row) and not scoring.on_board(row)
+    assert scoring.exploits(row) == [] and scoring.honest_and_timed(row)
     assert not scoring.timing_held(result(flags=CAPPED))
+
+
+def test_a_timing_not_reproduced_is_a_note_on_a_result_that_ranks_never_a_hold():
+    # Its evaluations disagreed: it ranks at the slowest of them (evaluation/stats.settle).
+    row = result(flags=[flags.TIMING_NOT_REPRODUCED], submission__reverification="passed")
+    assert not scoring.timing_held(row) and scoring.on_board(row)
+    assert scoring.exploits(row) == [] and scoring.notes(row) == [flags.TIMING_NOT_REPRODUCED]
     # An exploit with the note is flagged, not held.
     assert not scoring.timing_held(result(flags=["result_caching", flags.TIMING_UNCONFIRMED]))
 

@@ -56,11 +56,12 @@ def test_a_held_record_says_it_waits_for_its_reverification_and_what_that_means(
     html = page(held, owner)
     assert 'data-state="pending" data-detail="pending_reverification"' in html
     assert "pending: re-verification" in html
-    assert "It would set a new record, so it is held off the board" in html
+    assert "It would set a new record, so it is off the board until a second evaluation" in html
     assert "pending (queued)" in html
     terms = html.split('id="ranking-terms"')[1].split("</details>")[0]
     for term in ("ranked", "pending: re-verification", "re-verified (passed)",
-                 "held: timing not reproduced", "off the board: re-verification failed"):
+                 "timing not reproduced (a note)", "held: timing not confirmed",
+                 "off the board: re-verification failed"):
         assert f"<dt>{term}</dt>" in terms
     assert 'id="first-evaluation"' not in html  # one evaluation so far
 
@@ -83,11 +84,15 @@ def test_after_a_passed_reverification_it_ranks_and_the_first_evaluation_stays_l
 
     assert 'data-state="ranked"' in html and "Rank 1 on level1/1_P1 on cpu." in html
     assert "<strong>passed</strong>" in html
-    # The summary and the evaluation below both are the re-verification's, and say so.
-    assert "From the re-verification (the second evaluation, with fresh seeds)" in html
+    # The evaluation below is the re-verification's, and says so; each is listed with its own
+    # figures, and the one the result ranks with is marked.
     latest, first = html.split('id="first-evaluation"')
     assert f'data-evaluation-id="{second.pk}"' in latest
-    assert "Evaluation: the re-verification (the one that counts)" in latest
+    assert "Re-verification (second evaluation): the result" in latest
+    listed = latest.split('id="evaluations"')[1].split("</table>")[0]
+    assert listed.count("<tr data-role=") == 2
+    assert f'data-role="second" data-evaluation="{second.pk}" class="counts"' in listed
+    assert "ranks with this figure" in listed
     assert "by runner runner-two" in latest
     assert "First evaluation: the result the re-verification checked" in first
     assert f'data-evaluation-id="{reverification.checked_evaluation_id}"' in first

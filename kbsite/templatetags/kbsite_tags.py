@@ -116,6 +116,9 @@ def seconds_label(seconds: float) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
+register.filter("seconds", seconds_label)
+
+
 @register.filter
 def elapsed(item) -> str:
     """How long something with started_at and finished_at took; "" when either is missing."""

@@ -60,15 +60,17 @@
     return state.status === "finished" && !(state.ranking && state.ranking.state === "pending");
   }
 
-  var clock = { started: null, finished: null, timer: null };
+  // "took" is the server's (submissions.selectors.submission_took): submitted to settled, the
+  // queue wait apart, sent once the ranking is settled; until then a finished one shows none.
+  var clock = { started: null, took: null, timer: null };
   function showElapsed(status) {
     var el = document.getElementById("elapsed");
     if (!el) { return; }
     if (status === "running" && clock.started) {
       el.textContent = "running for " + seconds((Date.now() - clock.started) / 1000);
-    } else if (status === "finished" && clock.started && clock.finished) {
-      el.textContent = "took " + seconds((clock.finished - clock.started) / 1000);
-    } else if (status !== "finished") {
+    } else if (status === "finished" && clock.took) {
+      el.textContent = clock.took;
+    } else {
       el.textContent = "";
     }
   }
@@ -84,9 +86,7 @@
       status.dataset.status = state.status;
     }
     if (state.status === "running" && !clock.started) { clock.started = Date.now(); }
-    if (state.status === "finished" && !clock.finished) {
-      clock.finished = clock.started ? Date.now() : null;
-    }
+    clock.took = state.took ? state.took.text : null;
     if (clock.timer === null && state.status === "running") {
       clock.timer = setInterval(function () {
         var now = document.getElementById("status");
@@ -121,10 +121,10 @@
     if (ev && summary && state.status === "finished") {
       summary.textContent = "";
       var table = document.createElement("table");
-      if (ev.purpose === "reverify") {
-        // Said as the page renders it: the figures are the second evaluation's, which counts.
-        table.createCaption().textContent = "From the re-verification (the second evaluation, " +
-          "with fresh seeds), the one that counts";
+      if (ev.ranked_figure) {
+        // Said as the page renders it: whose figures these are, where a re-verification decided.
+        table.createCaption().textContent = ev.ranked_figure;
+        table.caption.id = "ranked-figure-caption";
       }
       // The rows and ids of the server-rendered table (templates/submissions/detail.html).
       [["Candidate median", fmtMs(ev.candidate_ms), "candidate-ms"],
@@ -152,7 +152,6 @@
     // The server's times where the page has them (Unix seconds), else when this page saw the
     // change.
     if (section.dataset.started) { clock.started = Number(section.dataset.started) * 1000 || null; }
-    if (section.dataset.finished) { clock.finished = Number(section.dataset.finished) * 1000 || null; }
     function poll() {
       fetch(section.dataset.pollUrl, { headers: { Accept: "application/json" } })
         .then(function (r) { return r.json(); })
