@@ -373,7 +373,7 @@ def _hold_new_record(evaluation: Evaluation) -> None:
     So is one whose timing a holding note set aside (the judge's clock did not confirm it on a
     loaded host) where it would set a record with that timing: rather than staying off the
     board until its owner asks, it is evaluated again at once, its own timing set aside, and
-    ranks when two later evaluations agree (_store_reverification)."""
+    ranks on what its later evaluations find (_store_reverification)."""
     if not settings.REVERIFY_NEW_RECORDS:
         return
     candidate = evaluation
@@ -444,8 +444,8 @@ def _store_reverification(
     compare_timing, evaluation/stats.settle): the second agreeing with the first, or a third with
     either, passes and ranks on the slower of the two that agree (that timing is copied onto the
     stored evaluation, its own kept beside it); the second disagreeing queues a third; a third
-    agreeing with neither gets the note timing_not_reproduced (a holding note, never an exploit)
-    and Reverification.finish holds it."""
+    agreeing with neither gets the note timing_not_reproduced (a note, never an exploit) and
+    ranks on the slowest of the three: the second and third decide how fast, not whether."""
     submission = reverification.submission
     fields = _evaluation_fields(submission, result, runner_name=runner_name)
     comparison = None
