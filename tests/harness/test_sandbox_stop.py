@@ -34,13 +34,14 @@ class ModelNew(nn.Module):
 '''
 
 
-def _ours() -> list[int]:
+def _ours() -> set[int]:
     """The processes this test process started, and theirs, still alive (not another suite's
-    on the same host)."""
+    on the same host; the test compares them before and after, as the session's own servers
+    are among them)."""
     from evaluator.process import process_tree, stat_fields
 
-    return [pid for pid in process_tree(os.getpid())
-            if (fields := stat_fields(pid)) and fields[0] not in "ZX"]
+    return {pid for pid in process_tree(os.getpid())
+            if (fields := stat_fields(pid)) and fields[0] not in "ZX"}
 
 
 def _stop_after(stop: threading.Event, job: dict, seconds: float) -> tuple[dict, float]:
@@ -56,13 +57,15 @@ def _stop_after(stop: threading.Event, job: dict, seconds: float) -> tuple[dict,
 
 
 def test_a_stopped_evaluation_ends_within_seconds_and_leaves_no_process(tmp_path: Path):
+    before = _ours()
     result, took = _stop_after(threading.Event(), make_job(p.RELU, SLOW_LOAD, time_limit_s=120),
                                seconds=6)
     assert took < 5, took
     assert result["verdict"] == "harness_error"
     assert "stopped by its runner" in result["error"]
     # The candidate's module sleeps in a process of the sandbox: gone with the tree.
-    assert _ours() == [], [Path(f"/proc/{pid}/cmdline").read_bytes()[:200] for pid in _ours()]
+    left = _ours() - before
+    assert not left, [Path(f"/proc/{pid}/cmdline").read_bytes()[:200] for pid in left]
 
 
 def test_a_stop_while_waiting_for_the_device_gives_its_place_back(tmp_path: Path):
