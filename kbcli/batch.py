@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbcli import exits
 from kbcli.client import ApiError, Client, succeeded
+from kbcli.exits import CommandError
 from kbcli.files import read_kernel
 
 BATCH_MAX = 100  # the batch API's limit (submissions.services.BATCH_MAX); more go in several
@@ -83,6 +85,21 @@ def plan(folder: Path, problem: dict | None, common: dict) -> tuple[list[Item], 
     return items, refused
 
 
+def too_large(items: list[Item], limit: int | None) -> tuple[list[Item], Refused]:
+    """The items that fit the site's size limit, and (file, reason) for those that do not, in
+    the site's own words and figure (None: the site does not say; it answers each itself)."""
+    if limit is None:
+        return items, []
+    fits, refused = [], []
+    for item in items:
+        size = len(item.fields["source"].encode("utf-8"))
+        if size > limit:
+            refused.append((item.name, f"The source is {size} bytes; the limit is {limit}."))
+        else:
+            fits.append(item)
+    return fits, refused
+
+
 def item_errors(error: ApiError) -> dict[int, str]:
     """The batch API's refusal of single items: {index: why}; empty when the whole batch was
     refused (a login, a quota, a malformed request)."""
@@ -148,12 +165,12 @@ def cmd_submit_folder(
     describes a settled submission (both from kbcli.main, which imports this module)."""
     folder = Path(args.file)
     if (args.level is None) != (args.number is None):
-        print("kb: --level and --number go together", file=sys.stderr)
-        return 2
+        raise CommandError("--level and --number go together", exits.USAGE, code="usage")
     items, refused = plan(folder, problem_for_all(args), common_fields(args))
     if not items and not refused:
-        print(f"kb: {folder} holds no .py kernel files", file=sys.stderr)
-        return 2
+        raise CommandError(f"{folder} holds no .py kernel files", exits.USAGE, code="usage")
+    items, oversized = too_large(items, client.max_source_bytes() if items else None)
+    refused += oversized
     accepted, server_refused = submit_all(client, items) if items else ([], [])
     refused += server_refused
     for name, why in refused:
@@ -194,7 +211,7 @@ def cmd_submit_folder(
     # settled correct and ranked (or a correct test run); 1 when one was not; 3 when all that
     # settled did, but some were not settled in time.
     if refused or any(not succeeded(final) for final in finals.values()):
-        return 1
+        return exits.FAILED
     if args.wait and len(finals) < len(accepted):
-        return 3
-    return 0
+        return exits.PENDING
+    return exits.OK

@@ -9,6 +9,10 @@ What only the site knows stays out: its secret seeds (a fresh random seed here, 
 run can be repeated), the hardware's peak rates (so no speed-of-light flag), re-verification
 and ranking. The harness is plain Python (no Django), and only it is imported here: this
 command reads the problem from the site over HTTP like every other `kb` command.
+
+Only `kb check` imports this module (kbcli.main, when the command runs): the client's own
+distribution (kbcli/pyproject.toml) holds no evaluator, and its other commands run without it.
+Its options are kbcli.main's (check_arguments), so `kb --help` needs no evaluator either.
 """
 
 from __future__ import annotations
@@ -25,25 +29,21 @@ from typing import Any
 from evaluator import backends
 from evaluator import flags as flag_kinds
 from evaluator.config import (
-    BACKENDS,
     DEFAULT_N_TRIALS,
     DEFAULT_TIME_LIMIT_S,
-    PRECISIONS,
     JobError,
     normalize_job,
 )
 from evaluator.runner import sandbox
 from evaluator.types import Job, Result
-from kbcli import config
+from kbcli import config, exits
 from kbcli.client import Client
+from kbcli.diagnosis import diagnosis_lines
 from kbcli.files import read_kernel
 
-HELP = ("run the site's evaluation of a kernel file on this machine (verdict, exploits, "
-        "notes, diagnosis, timing) before submitting it")
-
-EXIT_OK = 0
-EXIT_FAILED = 1  # not correct, or flagged as an exploit: the site would not rank it
-EXIT_USAGE = 2
+EXIT_OK = exits.OK
+EXIT_FAILED = exits.FAILED  # not correct, or flagged as an exploit: the site would not rank it
+EXIT_USAGE = exits.USAGE
 
 # As the runner's build_job and the site's defaults (EVALUATION_TIME_LIMIT): the same number
 # of trials and the same time before a `timeout` verdict, from the evaluator's configuration.
@@ -234,34 +234,8 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g} ms"
 
 
-def _position(item: dict[str, Any]) -> str:
-    return "(" + ", ".join(str(i) for i in item.get("position") or []) + ")"
-
-
 def _tail(text: str, lines: int = TAIL_LINES) -> list[str]:
     return text.strip().splitlines()[-lines:] if text.strip() else []
-
-
-def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
-    """What the failed trial tells the author: the shape of the error first (where the wrong
-    values are, how they relate to the expected), the hint, the worst elements, the NaN/inf.
-    `kb status` shows the same lines for a submission."""
-    out = []
-    pattern = diagnosis.get("pattern")
-    if isinstance(pattern, dict) and pattern.get("sentence"):
-        out.append(str(pattern["sentence"]))
-    if diagnosis.get("hint"):
-        out.append(str(diagnosis["hint"]))
-    worst = [w for w in diagnosis.get("worst") or [] if isinstance(w, dict)]
-    if worst:
-        out.append(f"{diagnosis.get('outside_tolerance')} of {diagnosis.get('elements')} "
-                   "elements outside the tolerance; the worst:")
-        out += [f"  at {_position(w)}: expected {w.get('expected')}, got {w.get('got')}"
-                for w in worst]
-    bad = diagnosis.get("nonfinite")
-    if isinstance(bad, dict) and not diagnosis.get("hint"):
-        out.append(f"NaN {bad.get('nan')}, +inf {bad.get('posinf')}, -inf {bad.get('neginf')}")
-    return out
 
 
 def trials_text(data: dict[str, Any]) -> str:
@@ -309,20 +283,6 @@ def summary(data: dict[str, Any]) -> str:
     return head + "\n" + "\n".join(f"  {name:<10} {value}" for name, value in rows)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="the kernel file (defines ModelNew)")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--problem", help="the site's problem, by its slug (level1/19_ReLU)")
-    where.add_argument("--reference", help="a local KernelBench problem file instead (no site)")
-    parser.add_argument("--backend", default="torch", choices=BACKENDS,
-                        help="the backend it would be submitted as (default torch)")
-    parser.add_argument("--precision", choices=PRECISIONS,
-                        help="the problem's by default (fp32 for a --reference file)")
-    parser.add_argument("--device", choices=("cpu", "cuda"),
-                        help="where to run it: cpu by default, cuda for --backend cuda")
-    parser.add_argument("--seed", type=int, help="the inputs' seed (a fresh one by default)")
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     try:
         candidate = read_text(Path(args.file))
@@ -331,7 +291,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         else:
             saved = config.load()
             reference = fetch_reference(Client(saved.url, saved.token), args.problem)
-        device = args.device or ("cuda" if backends.get(args.backend).gpu_only else "cpu")
+        try:
+            gpu_only = backends.get(args.backend).gpu_only
+        except backends.UnknownBackend:
+            raise CheckError(f"unknown backend {args.backend!r}: one of "
+                             f"{', '.join(backends.NAMES)}") from None
+        device = args.device or ("cuda" if gpu_only else "cpu")
         cache = build_cache_dir()
         try:
             cache.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -340,8 +305,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         job = build_job(reference, candidate, backend=args.backend, precision=args.precision,
                         device=device, seed=args.seed, build_dir=cache)
     except CheckError as error:
-        print(f"kb: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        raise exits.CommandError(str(error), EXIT_USAGE, code="check_refused") from None
 
     def on_event(event: dict) -> None:
         line = progress_line(event)

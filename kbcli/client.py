@@ -122,6 +122,16 @@ class Client:
     def hardware(self) -> list[dict]:
         return self.get(f"{API}/hardware/")
 
+    def max_source_bytes(self) -> int | None:
+        """The site's size limit on a kernel file, in bytes (GET /api/v1/quota/), so that kb
+        names the site's own figure; None where the site does not say (an older one) or this
+        token may not read it: the site's answer to the submission then decides."""
+        try:
+            limit = self.get(f"{API}/quota/").get("max_source_bytes")
+        except ApiError:
+            return None
+        return limit if isinstance(limit, int) else None
+
     def submit(self, **fields: Any) -> dict:
         headers = {"Idempotency-Key": uuid.uuid4().hex}
         return self.request("POST", f"{API}/submissions/", json=fields, headers=headers)

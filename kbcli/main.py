@@ -1,4 +1,8 @@
-"""The `kb` command: log in, list problems, submit a kernel and follow it, read results."""
+"""The `kb` command: log in, list problems, submit a kernel and follow it, read results.
+
+Every command takes --json (one JSON document on stdout, an error as {"error": ...}); `kb guide`
+prints what an agent needs to use the site. Exit statuses: kbcli/exits.py.
+"""
 
 import argparse
 import getpass
@@ -10,25 +14,23 @@ from pathlib import Path
 
 import requests
 
-from evaluator.backends import NAMES as BACKEND_NAMES
-from kbcli import batch, check, config, starter
+from kbcli import batch, config, exits, guide, starter
 from kbcli.client import ApiError, Client, settled, succeeded
+from kbcli.diagnosis import diagnosis_lines
+from kbcli.exits import CommandError
 from kbcli.files import read_kernel
 
-# The site may serve fewer on a hardware; it says which when one is not served there.
-BACKEND_HELP = f"one of {', '.join(BACKEND_NAMES)}"
+# No list of backends here: the client knows no evaluator (kbcli/pyproject.toml), and the site
+# says which it runs, and refuses another with the allowed ones.
+BACKEND_HELP = "the kernel's language, e.g. cuda, triton or torch (`kb hardware` lists the site's)"
 
-# What a command that follows a submission (--wait) exits with, once it is settled or it gives
-# up: a script can tell a result from a wait that ran out.
-EXIT_OK = 0  # settled: correct and ranked, or a correct test run (client.succeeded)
-EXIT_FAILED = 1  # an error; or settled otherwise: not correct, flagged, held, off the board
-EXIT_USAGE = 2
-EXIT_PENDING = 3  # --timeout ran out before it was settled: it goes on (`kb status ID --wait`)
-EXIT_HELP = (
-    "exit status with --wait: 0 once settled correct and ranked (or a correct test run); 1 once "
-    "settled otherwise (not correct, flagged, held, off the board), or an error; 2 a usage "
-    "error; 3 not settled when --timeout ran out (the submission goes on)"
-)
+# What a command exits with (kbcli/exits.py): with --wait, once the submission is settled or
+# the wait gives up, so a script can tell a result from a wait that ran out.
+EXIT_OK = exits.OK  # settled: correct and ranked, or a correct test run (client.succeeded)
+EXIT_FAILED = exits.FAILED  # an error; or settled otherwise: not correct, flagged, held, ...
+EXIT_USAGE = exits.USAGE
+EXIT_PENDING = exits.PENDING  # --timeout ran out before it was settled: it goes on
+EXIT_HELP = exits.help_text()
 
 
 class Progress:
@@ -91,6 +93,11 @@ def fmt_x(value) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def fmt_rank(value) -> str:
+    """A rank, or "-" for one listed without a rank (the API's null: no point yet)."""
+    return "-" if value is None else str(value)
+
+
 # The API's ranking: state (ranked | pending | held | off_board) and detail (why, as a code).
 RANKING_STATES = {
     "ranked": "ranked",
@@ -127,6 +134,10 @@ def describe_ranking(ranking: dict | None) -> str:
     if ranking.get("rank"):
         label += f", #{ranking['rank']}"
     reason = ranking.get("reason")
+    if reason and detail == "test_run":
+        # The site's reason repeats the label ("A test run: ...") and names the submit page's
+        # checkbox: kb says what ranks instead.
+        reason = "never ranked; `kb submit` the same file to rank it"
     return f"{label}: {reason}" if reason else label
 
 
@@ -162,7 +173,7 @@ def summary(data: dict) -> str:
     diagnosis = (data.get("evaluation") or {}).get("diagnosis")
     if isinstance(diagnosis, dict):
         rows += [("diagnosis" if i == 0 else "", line)
-                 for i, line in enumerate(check.diagnosis_lines(diagnosis))]
+                 for i, line in enumerate(diagnosis_lines(diagnosis))]
     rows.append(("page", (data.get("urls") or {}).get("page_url", "")))
     kind = "Test run" if data.get("test_run") else "Submission"
     head = f"{kind} {data.get('id')}: {data.get('verdict') or data.get('status')}"
@@ -223,6 +234,16 @@ def emit(args, data, text: str) -> None:
     print(json.dumps(data, indent=2) if args.json else text)
 
 
+def fail(args, message: str, exit_status: int = EXIT_FAILED, **error) -> int:
+    """Say why the command stops (stderr) and, with --json, the same as {"error": {...}} on
+    stdout, so that stdout holds one JSON document whatever the outcome; return the status."""
+    print(f"kb: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        body = {"detail": message, **{k: v for k, v in error.items() if v not in (None, "", [])}}
+        print(json.dumps({"error": body}, indent=2))
+    return exit_status
+
+
 # ---- commands -----------------------------------------------------------------------------------
 
 
@@ -234,8 +255,7 @@ def cmd_login(args) -> int:
     if args.username:
         password = read_secret(f"Password for {args.username}: ")
         if not password:
-            print("kb: no password given", file=sys.stderr)
-            return EXIT_USAGE
+            raise CommandError("no password given", EXIT_USAGE, code="usage")
         # A new token, named after this machine; the password itself is never saved.
         client = Client.with_password(
             args.url, args.username, password, name=f"kb on {platform.node()}"[:100]
@@ -243,12 +263,13 @@ def cmd_login(args) -> int:
     else:
         token = args.token or read_secret("API token (from your profile page): ")
         if not token:
-            print("kb: no token given", file=sys.stderr)
-            return EXIT_USAGE
+            raise CommandError("no token given", EXIT_USAGE, code="usage")
         client = Client(args.url, token)
     client.get("/api/v1/hardware/")  # a bad or revoked token answers 401 here
     path = config.save(config.Config(url=client.url, token=client.token))
-    print(f"Logged in to {client.url}; saved to {path}")
+    # Never the token itself: it is in the file, readable by its owner only.
+    emit(args, {"url": client.url, "config": str(path)},
+         f"Logged in to {client.url}; saved to {path}")
     return EXIT_OK
 
 
@@ -263,16 +284,15 @@ def cmd_problem(args) -> int:
     client = client_from_config()
     if args.number is None:
         if "/" not in args.problem:
-            print("kb: name the problem by its slug (level1/19_ReLU) or its level and number",
-                  file=sys.stderr)
-            return EXIT_USAGE
+            raise CommandError("name the problem by its slug (level1/19_ReLU) or its level and "
+                               "number", EXIT_USAGE, code="usage")
         problem = client.problem_by_slug(args.problem)
         problem = client.problem(problem["level"], problem["number"])
     elif args.problem.isdigit():
         problem = client.problem(int(args.problem), args.number)
     else:
-        print("kb: give a slug (level1/19_ReLU), or a level and a number", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandError("give a slug (level1/19_ReLU), or a level and a number", EXIT_USAGE,
+                           code="usage")
     emit(args, problem, f"# {problem['slug']} ({problem['status']}, {problem['precision']})\n"
                         + problem["source"])
     return EXIT_OK
@@ -296,54 +316,66 @@ def _finish(args, client: Client, submission: dict) -> int:
     except TimeoutError as error:
         progress.close()
         print(f"kb: {error}", file=sys.stderr)
+        if args.json:  # the submission as it is now: its `settled` is false
+            print(json.dumps(client.submission(submission["id"]), indent=2))
         return EXIT_PENDING
     progress.close()
     emit(args, final, summary(final))
     return EXIT_OK if succeeded(final) else EXIT_FAILED
 
 
-def _read_source(path: Path) -> str | None:
-    """The kernel file's text, or None after saying why it cannot be read."""
+def _read_source(client: Client, path: Path) -> str:
+    """The kernel file's text, once it is known to fit the site's size limit."""
     try:
-        return read_kernel(path)
+        source = read_kernel(path)
     except ValueError as error:
-        print(f"kb: {path}: {error}", file=sys.stderr)
-        return None
+        raise CommandError(f"{path}: {error}", EXIT_USAGE, code="unreadable") from None
+    check_size(client, {path.name: source})
+    return source
 
 
-def problem_fields(args) -> dict | None:
-    """The problem as the API takes it: {"problem": slug} or {"level", "number"}; None after
-    saying what is missing."""
+def check_size(client: Client, sources: dict[str, str]) -> None:
+    """Refuse a source over the site's limit before it is sent, naming the site's own figure:
+    sent, the site would answer with its limit on a whole request body, a larger number."""
+    limit = client.max_source_bytes()
+    if limit is None:  # a site from before the API said it: its answer decides
+        return
+    for name, source in sources.items():
+        size = len(source.encode("utf-8"))
+        if size > limit:
+            raise CommandError(f"{name}: the source is {size} bytes; the limit is {limit}.",
+                               code="too_large")
+
+
+def problem_fields(args) -> dict:
+    """The problem as the API takes it: {"problem": slug} or {"level", "number"}."""
     if args.problem:
         return {"problem": args.problem}
     if args.level is not None and args.number is not None:
         return {"level": args.level, "number": args.number}
-    print("kb: name the problem: --problem level1/19_ReLU (or --level and --number)",
-          file=sys.stderr)
-    return None
+    raise CommandError("name the problem: --problem level1/19_ReLU (or --level and --number)",
+                       EXIT_USAGE, code="usage")
 
 
-def problem_numbers(client: Client, args) -> tuple[int, int] | None:
+def problem_numbers(client: Client, args) -> tuple[int, int]:
     """(level, number) of the problem named by --problem or --level/--number."""
     fields = problem_fields(args)
-    if fields is None:
-        return None
     if "problem" in fields:
         problem = client.problem_by_slug(fields["problem"])
         return problem["level"], problem["number"]
     return fields["level"], fields["number"]
 
 
-def default_hardware(client: Client, given: str | None) -> str | None:
-    """The hardware named, else the only one the site has; None after saying why not."""
+def default_hardware(client: Client, given: str | None) -> str:
+    """The hardware named, else the only one the site has."""
     if given:
         return given
     slugs = [h["slug"] for h in client.hardware()]
     if len(slugs) == 1:
         return slugs[0]
-    print("kb: name the hardware with --hardware; this site has "
-          + (", ".join(slugs) if slugs else "none"), file=sys.stderr)
-    return None
+    raise CommandError("name the hardware with --hardware; this site has "
+                       + (", ".join(slugs) if slugs else "none"), EXIT_USAGE,
+                       code="hardware_required", allowed=slugs)
 
 
 def cmd_submit(args) -> int:
@@ -364,13 +396,9 @@ def cmd_test(args) -> int:
 
 
 def _submit_file(args, path: Path, *, wait: bool, extra: dict | None = None) -> int:
-    source = _read_source(path)
-    if source is None:
-        return EXIT_USAGE
     problem = problem_fields(args)
-    if problem is None:
-        return EXIT_USAGE
     client = client_from_config()
+    source = _read_source(client, path)
     # Without --hardware the server takes its only hardware, or says which there are.
     fields = {**problem, "backend": args.backend, "source": source, "filename": path.name}
     if args.hardware:
@@ -444,11 +472,9 @@ def cmd_cancel(args) -> int:
 def cmd_leaderboard(args) -> int:
     client = client_from_config()
     numbers = problem_numbers(client, args)
-    hardware = default_hardware(client, args.hardware) if numbers is not None else None
-    if hardware is None:
-        return EXIT_USAGE
+    hardware = default_hardware(client, args.hardware)
     board = client.board(*numbers, hardware, precision=args.precision)
-    rows = [[r["rank"], r["participant"], fmt_ms(r["candidate_ms"]), fmt_x(r["speedup"]),
+    rows = [[fmt_rank(r["rank"]), r["participant"], fmt_ms(r["candidate_ms"]), fmt_x(r["speedup"]),
              fmt_x(r["speedup_eager"]), fmt_x(r["speedup_compile"]), r["backend"],
              r["precision"], str(r["date"])[:10]] for r in board["rows"]]
     # A board is one problem, hardware and precision: which one this is, and the others.
@@ -476,7 +502,8 @@ def cmd_competitions(args) -> int:
 
 def cmd_standings(args) -> int:
     competition = client_from_config().competition(args.slug)
-    rows = [[r["rank"], r["user"], r["points"], r["solved"]] for r in competition["standings"]]
+    rows = [[fmt_rank(r["rank"]), r["user"], r["points"], r["solved"]]
+            for r in competition["standings"]]
     title = (f"{competition['title']} on {competition['hardware']} ({competition['phase']}"
              f"{', final' if competition['frozen'] else ''}): "
              f"{', '.join(competition['problems'])}")
@@ -487,10 +514,8 @@ def cmd_standings(args) -> int:
 
 
 def cmd_enter(args) -> int:
-    source = _read_source(Path(args.file))
-    if source is None:
-        return EXIT_USAGE
     client = client_from_config()
+    source = _read_source(client, Path(args.file))
     fields = {"problem": args.problem, "backend": args.backend, "source": source,
               "filename": Path(args.file).name}
     if args.precision:
@@ -511,8 +536,8 @@ def cmd_profile(args) -> int:
     if args.latest:
         reports = client.ncu_reports(args.id)
         if not reports:
-            print(f"kb: submission {args.id} has no Nsight Compute report yet", file=sys.stderr)
-            return EXIT_FAILED
+            raise CommandError(f"submission {args.id} has no Nsight Compute report yet",
+                               code="not_found")
         report = reports[0]
     else:
         report = client.ncu_request(args.id)
@@ -530,8 +555,45 @@ def cmd_profile(args) -> int:
     return EXIT_OK if report["status"] in ("done", "queued", "running") else EXIT_FAILED
 
 
+CHECK_HELP = ("run the site's evaluation of a kernel file on this machine (verdict, exploits, "
+              "notes, diagnosis, timing) before submitting it; needs the site's evaluator")
+
+
+def check_arguments(parser: argparse.ArgumentParser) -> None:
+    """`kb check`'s options, here so that `kb --help` needs no evaluator; the backend and the
+    precision are checked by the evaluator's own job rules when the check runs."""
+    parser.add_argument("file", help="the kernel file (defines ModelNew)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--problem", help="the site's problem, by its slug (level1/19_ReLU)")
+    where.add_argument("--reference", help="a local KernelBench problem file instead (no site)")
+    parser.add_argument("--backend", default="torch",
+                        help="the backend it would be submitted as (default torch)")
+    parser.add_argument("--precision",
+                        help="fp32, fp16 or bf16: the problem's by default (fp32 for a "
+                        "--reference file)")
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        help="where to run it: cpu by default, cuda for --backend cuda")
+    parser.add_argument("--seed", type=int, help="the inputs' seed (a fresh one by default)")
+
+
+def cmd_check(args) -> int:
+    """`kb check` (kbcli/check.py), imported only now: it runs the site's evaluator, which the
+    client's own distribution does not hold (kbcli/pyproject.toml, its `check` extra)."""
+    try:
+        from kbcli import check
+    except ImportError as error:
+        raise CommandError(
+            f"kb check runs the site's evaluator, which cannot be imported here ({error}): use "
+            "the kb of a checkout's environment (make venv; .venv/bin/kb), or install this "
+            "client with its extra (pip install './kbcli[check]') and put the checkout on "
+            "PYTHONPATH", code="no_evaluator") from None
+    return check.cmd_check(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kb", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="kb", description=__doc__, epilog=EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, handler, help_text: str) -> argparse.ArgumentParser:
@@ -581,13 +643,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--precision", help="fp32, fp16 or bf16 (the problem's by default)")
 
     submit = command("submit", cmd_submit, "submit a kernel file, or a folder of them")
-    submit.epilog = batch.NAMING + "\n\n" + EXIT_HELP
+    submit.epilog = batch.NAMING
     name_kernel(submit, "a kernel file, or a folder of them (see below)")
     submit.add_argument("--wait", action="store_true", help=wait_help)
     submit.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
     test = command("test", cmd_test, TEST_HELP)
-    test.epilog = EXIT_HELP
     name_kernel(test, "a kernel file")
     test.add_argument("--timing", action="store_true",
                       help="time it too (its speedup is shown, never ranked)")
@@ -596,7 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
     status = command("status", cmd_status, "show a submission")
-    status.epilog = EXIT_HELP + "; without --wait, 0 whenever it could be read"
+    status.epilog = "Without --wait it exits 0 whenever the submission could be read."
     status.add_argument("id", type=int)
     status.add_argument("--wait", action="store_true", help=wait_help)
     status.add_argument("--timeout", type=float, default=3600)
@@ -649,8 +710,11 @@ def build_parser() -> argparse.ArgumentParser:
     enter.add_argument("--wait", action="store_true", help=wait_help)
     enter.add_argument("--timeout", type=float, default=3600, help="seconds to wait at most")
 
-    check.add_arguments(command("check", check.cmd_check, check.HELP))
+    check_arguments(command("check", cmd_check, CHECK_HELP))
     starter.add_arguments(command("starter", starter.cmd_starter, starter.HELP))
+    command("guide", guide.cmd_guide, guide.HELP)
+    for sub in commands.choices.values():  # every command's --help ends with what it exits with
+        sub.epilog = "\n\n".join(filter(None, [sub.epilog, EXIT_HELP]))
     return parser
 
 
@@ -658,14 +722,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except CommandError as error:
+        return fail(args, error.message, error.status, code=error.code, allowed=error.allowed)
     except config.ConfigError as error:
-        print(f"kb: {error}", file=sys.stderr)
+        return fail(args, str(error), code="not_logged_in")
     except ApiError as error:
-        print(f"kb: {error.describe()}", file=sys.stderr)
+        # The site's own words and code, and its HTTP status, for a script to act on.
+        return fail(args, error.describe(), detail=error.detail, code=error.code,
+                    http_status=error.status, allowed=error.allowed, errors=error.errors)
     except requests.RequestException as error:
-        print(f"kb: cannot reach the site: {error}", file=sys.stderr)
+        return fail(args, f"cannot reach the site: {error}", code="unreachable")
     except TimeoutError as error:
-        print(f"kb: {error}", file=sys.stderr)
+        return fail(args, str(error), code="timeout")
     except KeyboardInterrupt:
-        print("\nkb: interrupted (the submission goes on; see `kb status ID`)", file=sys.stderr)
-    return EXIT_FAILED
+        return fail(args, "interrupted (a submission goes on; see `kb status ID`)",
+                    code="interrupted")
