@@ -14,6 +14,7 @@ from competitions.services import (
     entries_left_today,
 )
 from leaderboard.exports import export_response
+from problems.selectors import problem_by_name
 from problems.starters import StarterError, starter_source
 from submissions.errors import SubmissionError
 
@@ -106,10 +107,11 @@ def competition_detail(request, slug: str):
 
 
 def _start_from_starter(request, form: EntryForm, *, competition: Competition) -> None:
-    """?problem=SLUG&backend=B (the page's starter picker): the form starts from that problem's
-    starter kernel in that backend, where the user may see the reference it contains."""
-    slug = request.GET.get("problem", "")
-    problem = form.fields["problem"].queryset.filter(slug=slug).first() if slug else None
+    """?problem=SLUG&backend=B (the page's starter picker; the problem also as 1/19): the form
+    starts from that problem's starter kernel in that backend, where the user may see the
+    reference it contains."""
+    name = request.GET.get("problem", "")
+    problem = problem_by_name(form.fields["problem"].queryset, name=name)
     if problem is None:
         return
     form.initial["problem"] = problem

@@ -5,7 +5,7 @@ the error shape are the rest of the API's (accounts.api.ApiMixin)."""
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -14,6 +14,8 @@ from evaluation.models import Hardware
 from kbsite.api_errors import ApiErrorSerializer, error_body
 from leaderboard import selectors
 from problems.models import Problem
+from problems.selectors import asked_name, problem_by_name
+from submissions.api import PROBLEM_NAME
 from submissions.runs.models import Model, Run
 
 # ---- input ------------------------------------------------------------------------------------
@@ -283,16 +285,26 @@ class KernelBenchEntrySerializer(serializers.Serializer):
 
 
 class BoardApi(ApiMixin, APIView):
+    """A board, its problem by slug (boards/level1/19_ReLU/h200/) or by level and number
+    (BoardByNumberApi), found by problems.selectors.problem_by_name either way."""
+
     @extend_schema(
         operation_id="leaderboard_board",
-        parameters=[BoardQuerySerializer],
+        parameters=[BoardQuerySerializer, *PROBLEM_NAME],
         responses={200: BoardSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer},
+        description="A problem's board on a hardware, the problem by its slug "
+        "(`level1/19_ReLU/h200/`) or by level and number (`level1/19/h200/`, `1/19/h200/`).",
     )
-    def get(self, request, level: int, number: int, hardware: str) -> Response:
+    def get(
+        self, request, level: int, hardware: str, name: str = "", number: int | None = None
+    ) -> Response:
         precision = _query(BoardQuerySerializer, request).get("precision")
-        problem = get_object_or_404(
-            Problem.objects.visible_to(request.user), level=level, number=number
+        problem = problem_by_name(
+            Problem.objects.visible_to(request.user), level=level, name=name, number=number
         )
+        if problem is None:
+            asked = asked_name(level=level, name=name, number=number)
+            raise exceptions.NotFound(f"There is no problem {asked}.")
         hw = get_object_or_404(Hardware, slug=hardware)
         board = {"problem": problem, "hardware": hw,
                  "precision": selectors.board_precision(problem, precision)}
@@ -306,6 +318,19 @@ class BoardApi(ApiMixin, APIView):
             "records": selectors.record_rows(**board),
         }
         return Response(BoardSerializer(data).data)
+
+
+class BoardByNumberApi(BoardApi):
+    """The same at boards/<level>/<number>/<hardware>/: its own operation in the schema."""
+
+    @extend_schema(
+        operation_id="leaderboard_board_by_number",
+        parameters=[BoardQuerySerializer],
+        responses={200: BoardSerializer, 400: ApiErrorSerializer, 404: ApiErrorSerializer},
+        description="A problem's board by its level and number; the same as by its slug.",
+    )
+    def get(self, request, level: int, number: int, hardware: str) -> Response:
+        return super().get(request, level=level, number=number, hardware=hardware)
 
 
 class ModelsTableApi(ApiMixin, APIView):

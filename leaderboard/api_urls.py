@@ -5,10 +5,16 @@ from django.urls import path
 from leaderboard import api
 
 urlpatterns = [
+    # A problem's board by its slug (level1/19_ReLU/, or level1/19/), or by level and number.
     path(
-        "boards/<int:level>/<int:number>/<slug:hardware>/",
+        "boards/level<int:level>/<str:name>/<slug:hardware>/",
         api.BoardApi.as_view(),
         name="api_leaderboard_board",
+    ),
+    path(
+        "boards/<int:level>/<int:number>/<slug:hardware>/",
+        api.BoardByNumberApi.as_view(),
+        name="api_leaderboard_board_number",
     ),
     path("models/", api.ModelsTableApi.as_view(), name="api_leaderboard_models"),
     path("models/<int:pk>/", api.ModelApi.as_view(), name="api_leaderboard_model"),

@@ -16,6 +16,7 @@ from leaderboard.exports import COLUMNS, export_response, json_download
 from leaderboard.forms import TableFilterForm
 from leaderboard.models import Record
 from problems.models import Problem
+from problems.selectors import asked_name, problem_by_name
 from submissions.models import Submission
 from submissions.runs.models import Model, Run
 from submissions.selectors import can_see_submission
@@ -49,12 +50,22 @@ def _by_level(boards: list[dict]) -> list[dict]:
     return list(levels.values())
 
 
-def problem_board(request, level: int, number: int, hardware: str, precision: str | None = None):
-    """One board: a problem on a hardware in one precision, the problem's own (its main board)
-    at the path without a precision, another one's at .../<precision>/."""
-    problem = get_object_or_404(
-        Problem.objects.visible_to(request.user), level=level, number=number
+def problem_board(
+    request,
+    level: int,
+    hardware: str,
+    name: str = "",
+    number: int | None = None,
+    precision: str | None = None,
+):
+    """One board: a problem (by slug, or by level and number) on a hardware in one precision,
+    the problem's own (its main board) at the path without a precision, another one's at
+    .../<precision>/."""
+    problem = problem_by_name(
+        Problem.objects.visible_to(request.user), level=level, name=name, number=number
     )
+    if problem is None:
+        raise Http404(f"There is no problem {asked_name(level=level, name=name, number=number)}.")
     hardware = get_object_or_404(Hardware, slug=hardware)
     if precision is not None and precision not in Problem.Precision.values:
         raise Http404(f"There is no {precision} board.")

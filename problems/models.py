@@ -1,4 +1,5 @@
 import hashlib
+import re
 from datetime import datetime
 
 from django.conf import settings
@@ -12,6 +13,21 @@ from evaluation.models import Hardware
 
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+# A slug as problems.services.problem_upsert makes it: "level<level>/<number>_<name>".
+SLUG = re.compile(r"level(?P<level>[0-9]+)/(?P<name>[^/]+)")
+
+
+def url_args(*, slug: str, level: int, number: int) -> list:
+    """The (level, name) arguments of a problem's routes (`level<int:level>/<str:name>/`): its
+    slug split at the slash, which is what links show. A slug of another form (one edited by
+    hand in the admin) is not a route's two parts, so such a problem is named by its level and
+    number there instead, which the same route takes (problems.selectors.problem_by_name)."""
+    match = SLUG.fullmatch(slug)
+    if match is not None:
+        return [int(match["level"]), match["name"]]
+    return [level, str(number)]
 
 
 class PublishRefused(Exception):
@@ -124,7 +140,12 @@ class Problem(models.Model):
         return self.slug
 
     def get_absolute_url(self) -> str:
-        return reverse("problem_detail", args=[self.level, self.number])
+        return reverse("problem_detail", args=self.url_args)
+
+    @property
+    def url_args(self) -> list:
+        """The arguments of this problem's routes: its slug's level and name (url_args)."""
+        return url_args(slug=self.slug, level=self.level, number=self.number)
 
     @property
     def source(self) -> str:

@@ -3,11 +3,13 @@ baselines, validation state and top results."""
 
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404
+from django.shortcuts import render
 
 from evaluation.models import Hardware
 from problems.difficulty import difficulty, level_medians
 from problems.models import Baseline, Problem, Validation
+from problems.selectors import asked_name, problem_by_name
 
 LISTED = (Problem.Status.PUBLISHED,)
 PER_PAGE = 50
@@ -107,15 +109,20 @@ def _eager_baselines(problem_ids: list[int]) -> tuple[dict[int, float], dict[int
     return mine, level_medians([(level, ms) for _, level, ms in measured])
 
 
-def problem_detail(request, level: int, number: int):
+def problem_detail(request, level: int, name: str = "", number: int | None = None):
+    """A problem's page, by slug (level<level>/<name>/) or by level and number (both routes
+    serve it, so that links made before slugs keep working)."""
     # Drafts and held problems are under curation: not there for anyone but staff.
-    problem = get_object_or_404(
+    problem = problem_by_name(
         Problem.objects.visible_to(request.user)
         .select_related("current_version")
         .prefetch_related("tags"),
         level=level,
+        name=name,
         number=number,
     )
+    if problem is None:
+        raise Http404(f"There is no problem {asked_name(level=level, name=name, number=number)}.")
     all_hardware = list(Hardware.objects.all())
     baselines = {}
     for baseline in problem.baselines.select_related("hardware"):

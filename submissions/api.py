@@ -27,6 +27,7 @@ from kbsite.api_errors import (
 )
 from kbsite.parsers import JSONParser
 from problems.models import Problem
+from problems.selectors import asked_name, problem_by_name
 from submissions import serializers as s
 from submissions.cancellations import CancelError, batch_cancel, submission_cancel
 from submissions.errors import BatchError, SubmissionError
@@ -267,7 +268,25 @@ class ProblemListApi(ApiMixin, generics.ListAPIView):
         return problems
 
 
+# How a problem's routes name it (problems.selectors): the slug, or the level and number.
+PROBLEM_NAME = [
+    OpenApiParameter(
+        "level", int, OpenApiParameter.PATH, description="The level, as in the slug: 1 of level1."
+    ),
+    OpenApiParameter(
+        "name",
+        str,
+        OpenApiParameter.PATH,
+        description="The slug after its level (19_ReLU of level1/19_ReLU), or the problem's "
+        "number in the level (19).",
+    ),
+]
+
+
 class ProblemDetailApi(ApiMixin, generics.RetrieveAPIView):
+    """A problem by its slug (level1/19_ReLU/) or its level and number (1/19/, ProblemByNumber):
+    problems.selectors.problem_by_name finds it either way."""
+
     serializer_class = s.ProblemDetailSerializer
     queryset = Problem.objects.select_related("current_version").prefetch_related(
         "baselines__hardware"
@@ -275,9 +294,11 @@ class ProblemDetailApi(ApiMixin, generics.RetrieveAPIView):
 
     @extend_schema(
         operation_id="problems_retrieve",
+        parameters=PROBLEM_NAME,
         responses={200: s.ProblemDetailSerializer, **NOT_FOUND, **ERRORS},
-        description="One problem with its reference source (null where its code is not "
-        "public), tolerances and baselines. A draft or held problem is found by staff only.",
+        description="One problem, by its slug (`level1/19_ReLU/`), with its reference source "
+        "(null where its code is not public), tolerances and baselines. A draft or held problem "
+        "is found by staff only. Also by level and number: `level1/19/`, or `1/19/`.",
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
@@ -286,14 +307,25 @@ class ProblemDetailApi(ApiMixin, generics.RetrieveAPIView):
         return {**super().get_serializer_context(), "user": self.request.user}
 
     def get_object(self):
-        problem = self.get_queryset().visible_to(self.request.user).filter(
-            level=self.kwargs["level"], number=self.kwargs["number"]
-        ).first()
+        names = {key: self.kwargs.get(key) for key in ("level", "number")}
+        names["name"] = self.kwargs.get("name", "")
+        problem = problem_by_name(self.get_queryset().visible_to(self.request.user), **names)
         if problem is None:
-            raise exceptions.NotFound(
-                f"There is no problem {self.kwargs['number']} in level {self.kwargs['level']}."
-            )
+            raise exceptions.NotFound(f"There is no problem {asked_name(**names)}.")
         return problem
+
+
+class ProblemByNumberApi(ProblemDetailApi):
+    """The same as ProblemDetailApi at /api/v1/problems/<level>/<number>/: its own operation in
+    the schema, as an OpenAPI operation id names one path."""
+
+    @extend_schema(
+        operation_id="problems_retrieve_by_number",
+        responses={200: s.ProblemDetailSerializer, **NOT_FOUND, **ERRORS},
+        description="One problem by its level and number; the same as by its slug.",
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
 
 
 class HardwareListApi(ApiMixin, APIView):

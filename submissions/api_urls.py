@@ -8,15 +8,28 @@ from submissions.runs import urls as run_urls
 
 urlpatterns = [
     path("v1/problems/", api.ProblemListApi.as_view(), name="api_problems"),
+    # A problem by its slug, level1/19_ReLU/ (or level1/19/), and by level and number, 1/19/
+    # (problems.selectors). The slug's two parts are two segments, not a greedy path, so that
+    # starter/ after it is a route of its own.
     path(
-        "v1/problems/<int:level>/<int:number>/",
+        "v1/problems/level<int:level>/<str:name>/",
         api.ProblemDetailApi.as_view(),
         name="api_problem_detail",
     ),
     path(
-        "v1/problems/<path:problem_slug>/starter/",
+        "v1/problems/<int:level>/<int:number>/",
+        api.ProblemByNumberApi.as_view(),
+        name="api_problem_detail_number",
+    ),
+    path(
+        "v1/problems/level<int:level>/<str:name>/starter/",
         starter_api.ProblemStarterApi.as_view(),
         name="api_problem_starter",
+    ),
+    path(
+        "v1/problems/<int:level>/<int:number>/starter/",
+        starter_api.ProblemStarterByNumberApi.as_view(),
+        name="api_problem_starter_number",
     ),
     path("v1/hardware/", api.HardwareListApi.as_view(), name="api_hardware"),
     path("v1/submissions/", api.SubmissionListCreateApi.as_view(), name="api_submissions"),

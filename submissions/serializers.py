@@ -52,8 +52,9 @@ class ProblemListSerializer(serializers.Serializer):
     url = serializers.SerializerMethodField()
 
     def get_url(self, problem) -> str:
+        # By its slug, as every link names a problem (problems.selectors).
         request = self.context["request"]
-        return request.build_absolute_uri(f"/api/v1/problems/{problem.level}/{problem.number}/")
+        return request.build_absolute_uri(reverse("api_problem_detail", args=problem.url_args))
 
 
 class BaselineSerializer(serializers.Serializer):

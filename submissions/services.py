@@ -12,6 +12,7 @@ from accounts.services import may_submit
 from evaluation.models import Hardware
 from evaluator import backends
 from problems.models import Problem, source_hash
+from problems.selectors import problem_by_name
 from submissions.errors import BatchError, SubmissionError
 from submissions.events import submission_status_publish
 from submissions.models import Batch, Submission
@@ -185,12 +186,13 @@ def submission_create(
 def problem_for_submission(
     *, user=None, slug: str = "", level: int | None = None, number: int | None = None
 ) -> Problem:
-    """The problem a request names: by its slug (`level1/19_ReLU`), or by level and number
-    (both given, they must name the same problem). One the user may not see is not there."""
+    """The problem a request names: by its slug (`level1/19_ReLU`; `1/19` too, as the URLs take
+    it: problems.selectors), or by level and number (both given, they must name the same
+    problem). One the user may not see is not there."""
     visible = Problem.objects.visible_to(user)
     open_problems = Problem.objects.open_for_submissions(user)
     if slug:
-        problem = visible.filter(slug=slug).first()
+        problem = problem_by_name(visible, name=slug)
         if problem is None:
             raise SubmissionError(
                 f"There is no problem {slug!r}.", code="unknown_problem",
@@ -211,7 +213,7 @@ def problem_for_submission(
             "`number`.",
             code="problem_required",
         )
-    problem = visible.filter(level=level, number=number).first()
+    problem = problem_by_name(visible, level=level, number=number)
     if problem is None:
         raise SubmissionError(
             f"There is no problem {number} in level {level}.",

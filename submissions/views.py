@@ -21,6 +21,7 @@ from evaluation.models import Hardware
 from evaluation.profiles import profile_view
 from kbsite.templatetags.kbsite_tags import human_label
 from problems.models import Problem
+from problems.selectors import problem_by_name
 from problems.starters import StarterError, starter_source
 from submissions.cancellations import CancelError, may_cancel, submission_cancel
 from submissions.errors import SubmissionError
@@ -76,10 +77,12 @@ def _human_choices(field) -> None:
 
 
 def _initial_problem(value: str, *, user) -> Problem | None:
+    """?problem=: a slug or a level and number (problems.selectors), or a bare pk, which links
+    made before slugs carry."""
     problems = Problem.objects.open_for_submissions(user)
     if value.isdigit():
         return problems.filter(pk=int(value)).first()
-    return problems.filter(slug=value).first()
+    return problem_by_name(problems, name=value)
 
 
 def _start_from_starter(request, form: SubmissionForm) -> None:

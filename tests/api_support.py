@@ -40,8 +40,8 @@ def to_json_schema(node):
 @functools.cache
 def _operations() -> list[tuple[re.Pattern, str]]:
     paths = sorted(openapi_schema()["paths"], key=lambda p: (p.count("{"), p))
-    # A problem's slug holds a slash ("level1/19_ReLU"); every other parameter is one segment.
-    segment = [(r"\{problem_slug\}", ".+"), (r"\{[^}]+\}", "[^/]+")]
+    # Every parameter is one segment (a problem's slug is two: level{level}/{name}).
+    segment = [(r"\{[^}]+\}", "[^/]+")]
     return [(re.compile("^" + _fill(p, segment) + "$"), p) for p in paths]
 
 

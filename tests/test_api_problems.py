@@ -32,7 +32,7 @@ def test_it_lists_open_problems_to_anyone(api, sample_problems):
     assert body["count"] == len(sample_problems)
     assert "level1/901_Small_ReLU" in slugs(response)
     first = body["results"][0]
-    assert first["url"].endswith(f"/api/v1/problems/{first['level']}/{first['number']}/")
+    assert first["url"].endswith(f"/api/v1/problems/{first['slug']}/")  # by its slug
 
 
 def test_it_filters_problems_by_level_status_and_text(api, sample_problems):

@@ -15,7 +15,12 @@ pytestmark = pytest.mark.django_db
 
 ENDPOINTS = {
     "/api/v1/problems/": {"get"},
+    # A problem by its slug (level1/19_ReLU) and by its level and number (tests/
+    # test_problem_names.py asks each form).
+    "/api/v1/problems/level{level}/{name}/": {"get"},
     "/api/v1/problems/{level}/{number}/": {"get"},
+    "/api/v1/problems/level{level}/{name}/starter/": {"get"},
+    "/api/v1/problems/{level}/{number}/starter/": {"get"},
     "/api/v1/hardware/": {"get"},
     "/api/v1/submissions/": {"get", "post"},
     "/api/v1/submissions/batch/": {"post"},

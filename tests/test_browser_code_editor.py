@@ -12,6 +12,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from competitions.models import Competition
+from problems.starters import starter_source
 from submissions.models import Submission
 from tests.conftest import kernel_source
 
@@ -140,5 +141,56 @@ def test_the_competition_entry_form_has_the_editor_too(
     page.wait_for_url("**/submissions/*/")
 
     assert Submission.objects.get().source == code
+    assert errors == []
+    context.close()
+
+
+def test_the_submit_pages_two_problem_selectors_stay_in_step(
+    browser, live_site, user, cpu_hardware, sample_problems
+):
+    """Slow: the starter picker and the form's own problem select name one problem (issue 65:
+    they drifted apart, and the editor kept the other problem's starter). Choosing in either
+    chooses in the other; an untouched starter becomes the new problem's, and that is what is
+    submitted; code someone edited stays, with a note of whose starter it began as."""
+    relu, matmul, add = (sample_problems[s] for s in (
+        "level1/901_Small_ReLU", "level1/902_Small_Matmul", "level1/904_Small_Add"))
+    context = logged_in(browser, live_site, user)
+    page = context.new_page()
+    errors = errors_of(page)
+    page.goto(f"{live_site}/submissions/new/?problem={relu.slug}")
+    editor = page.locator("#id_source-editor.CodeMirror")
+    expect(editor).to_contain_text(f"starter for {relu.slug}")
+    expect(page.locator("#starter-problem")).to_have_value(relu.slug)
+
+    # The form's problem: the picker follows, and so does the untouched starter.
+    page.select_option("#id_problem", str(matmul.pk))
+    expect(page.locator("#starter-problem")).to_have_value(matmul.slug)
+    expect(editor).to_contain_text(f"starter for {matmul.slug}")
+    expect(editor).not_to_contain_text(relu.slug)
+    expect(page.locator("#starter-note")).to_be_hidden()
+
+    # The picker's problem: the form follows, and the starter too.
+    page.select_option("#starter-problem", add.slug)
+    expect(page.locator("#id_problem")).to_have_value(str(add.pk))
+    expect(editor).to_contain_text(f"starter for {add.slug}")
+
+    page.click("#submission-form button[type=submit]")
+    page.wait_for_url("**/submissions/*/")
+    submission = Submission.objects.get()
+    assert submission.problem == add
+    assert submission.source == starter_source(problem=add, backend=submission.backend)
+
+    # Edited code is the user's: it stays when the problem changes, and a note says so.
+    page.goto(f"{live_site}/submissions/new/?problem={relu.slug}")
+    expect(editor).to_contain_text(f"starter for {relu.slug}")
+    editor.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.insert_text("\n# my change\n")
+    page.select_option("#id_problem", str(matmul.pk))
+    expect(page.locator("#starter-problem")).to_have_value(matmul.slug)
+    expect(page.locator("#starter-note")).to_contain_text(
+        f"began as the starter of {relu.slug}, not of {matmul.slug}")
+    code = page.locator("#id_source").input_value()  # the field the editor writes to
+    assert code.startswith(f"# A PyTorch starter for {relu.slug}") and "# my change" in code
     assert errors == []
     context.close()

@@ -116,7 +116,9 @@ def test_the_openapi_schema_describes_the_leaderboard_endpoints():
     schema = SchemaGenerator(patterns=urlpatterns[:1]).get_schema(request=None, public=True)
     paths = schema["paths"]
     assert "/api/v1/leaderboard/models/" in paths
-    board = paths["/api/v1/leaderboard/boards/{level}/{number}/{hardware}/"]["get"]
+    board = paths["/api/v1/leaderboard/boards/level{level}/{name}/{hardware}/"]["get"]
     assert board["operationId"] == "leaderboard_board"
+    by_number = paths["/api/v1/leaderboard/boards/{level}/{number}/{hardware}/"]["get"]
+    assert by_number["operationId"] == "leaderboard_board_by_number"
     parameters = {p["name"] for p in paths["/api/v1/leaderboard/models/"]["get"]["parameters"]}
     assert parameters == {"hardware", "level", "baseline"}

@@ -233,36 +233,37 @@ def csv_rows(response) -> list[dict]:
 
 def test_the_pages_show_each_board_apart_and_label_the_other_precisions(two_boards, bob):
     web = Client()
+    # The pages by level and number (the older form); their links name the problem by slug.
     main = web.get("/leaderboard/1/1/h200/").content.decode()
     assert ">ada<" in ranked_in(main) and ">bob<" not in ranked_in(main)
     assert 'id="board-label">main board (fp32)<' in main
-    assert '<a href="/leaderboard/1/1/h200/bf16/">bf16 board</a>' in main
+    assert '<a href="/leaderboard/level1/1_P1/h200/bf16/">bf16 board</a>' in main
 
     page = web.get("/leaderboard/1/1/h200/bf16/").content.decode()
     assert ">bob<" in ranked_in(page) and ">ada<" not in ranked_in(page)
     assert 'id="board-label">bf16 board<' in page and 'id="other-precision-note"' in page
     assert f'data-ws-path="/ws/boards/{two_boards.pk}/h200/?precision=bf16"' in page
-    assert '<a href="/leaderboard/1/1/h200/">main board (fp32)</a>' in page
+    assert '<a href="/leaderboard/level1/1_P1/h200/">main board (fp32)</a>' in page
     download = web.get("/leaderboard/1/1/h200/bf16/", {"format": "csv", "table": "board"})
     assert download["Content-Disposition"].endswith('-h200-bf16-board.csv"')
     assert [(r["participant"], r["precision"]) for r in csv_rows(download)] == [("bob", "bf16")]
     assert web.get("/leaderboard/1/1/h200/fp8/").status_code == 404
 
     problem = web.get(two_boards.get_absolute_url()).content.decode()
-    assert ('<a href="/leaderboard/1/1/h200/bf16/" class="other-precision">bf16 board</a>'
+    assert ('<a href="/leaderboard/level1/1_P1/h200/bf16/" class="other-precision">bf16 board</a>'
             in problem)
     top = problem.split('class="top-results"', 1)[1].split("</table>", 1)[0]
     assert ">ada<" in top and ">bob<" not in top
 
     person = web.get(f"/leaderboard/users/{bob.username}/").content.decode()
-    assert re.search(r'<a href="/leaderboard/1/1/h200/bf16/">[^<]+</a> <span class="tag '
+    assert re.search(r'<a href="/leaderboard/level1/1_P1/h200/bf16/">[^<]+</a> <span class="tag '
                      r'board-label other-precision"[^>]*>bf16 board</span>', person)
     entries = web.get(f"/leaderboard/users/{bob.username}/", {"format": "csv"})
     assert [(r["precision"], r["board"], r["rank"]) for r in csv_rows(entries)] == [
         ("bf16", "bf16 board", "1")]
 
     home = web.get("/leaderboard/", {"hardware": "h200"}).content.decode()
-    assert re.search(r'<a href="/leaderboard/1/1/h200/bf16/">[^<]+</a> <span class="tag '
+    assert re.search(r'<a href="/leaderboard/level1/1_P1/h200/bf16/">[^<]+</a> <span class="tag '
                      r'board-label other-precision">bf16 board</span>', home)
     boards = web.get("/leaderboard/", {"hardware": "h200", "format": "csv", "table": "boards"})
     assert [(r["precision"], r["board"], r["ranked"]) for r in csv_rows(boards)] == [

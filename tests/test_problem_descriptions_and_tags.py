@@ -91,7 +91,7 @@ def test_the_list_and_the_problem_page_show_them_and_a_tag_finds_its_problems(cl
     samples_load()
 
     listing = client.get("/problems/").content.decode()
-    relu_row = listing.split('href="/problems/1/901/"')[1].split("</tr>")[0]
+    relu_row = listing.split('href="/problems/level1/901_Small_ReLU/"')[1].split("</tr>")[0]
     assert "ReLU on a small matrix" in relu_row
     assert '<a class="tag" href="?q=activation"' in relu_row
 

@@ -139,7 +139,7 @@ def test_a_visitor_searches_the_list_and_opens_a_problem(live_site, browser):
     assert links.all_inner_texts() == ["level1/11_Sound_linear"]
     links.first.click()
 
-    page.wait_for_url("**/problems/1/11/")
+    page.wait_for_url("**/problems/level1/11_Sound_linear/")  # the list links by slug
     assert page.locator("h1").inner_text() == "level1/11_Sound_linear"
     assert "No baselines, validations or results on any hardware yet." in page.content()
     assert page.locator(".highlight .nc", has_text="Model").count() == 1

@@ -3,6 +3,7 @@ from django.urls import reverse
 
 from evaluation import scoring
 from leaderboard import selectors
+from problems.selectors import problem_url_args
 
 register = template.Library()
 
@@ -34,12 +35,14 @@ def minute(value) -> str:
 
 
 @register.simple_tag
-def board_url(level, number, hardware, precision: str = "", main_board: bool = True) -> str:
-    """A board's page: the problem's main board at its plain path, another precision's board
-    at .../<precision>/ (rows carry level, number, hardware and selectors.board_fields)."""
+def board_url(problem, hardware, precision: str = "", main_board: bool = True) -> str:
+    """A board's page, naming the problem by its slug: the problem's main board at its plain
+    path, another precision's board at .../<precision>/. `problem` is a Problem, or a row (rows
+    carry the slug as "problem", level, number, hardware and selectors.board_fields)."""
+    args = [*problem_url_args(problem), hardware]
     if main_board or not precision:
-        return reverse("problem_board", args=[level, number, hardware])
-    return reverse("problem_board_precision", args=[level, number, hardware, precision])
+        return reverse("problem_board", args=args)
+    return reverse("problem_board_precision", args=[*args, precision])
 
 
 # ---- the boards on the problems' own pages ------------------------------------------------------
