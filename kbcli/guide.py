@@ -23,7 +23,8 @@ ENDPOINTS: tuple[tuple[str, str, str], ...] = (
     ("GET", "/api/v1/problems/{slug}/starter/", "a starter kernel (?backend=B): `source`, "
                                                 "`filename`"),
     ("GET", "/api/v1/hardware/", "the hardware: `backends` it runs, its queue"),
-    ("GET", "/api/v1/quota/", "your quotas and how much of them is used"),
+    ("GET", "/api/v1/quota/", "your quotas, how much of them is used, and the size "
+                              "limit on a kernel file (max_source_bytes)"),
     ("POST", "/api/v1/submissions/", "submit: problem, backend, source (hardware, precision, "
                                      "test_run, timing); send an Idempotency-Key header"),
     ("POST", "/api/v1/submissions/batch/", "up to 100 submissions at once, all or none"),
@@ -125,7 +126,8 @@ def text(site: str) -> str:
         *[f"    {name:<10}{what}" for name, what in BACKENDS.items()],
         "  A file that is not valid Python, or defines no ModelNew, is refused at once (HTTP "
         "400: syntax_error with its line, or no_model_new); one over the site's size limit "
-        "with too_large.",
+        "(max_source_bytes of GET /api/v1/quota/) with 413 too_large; `kb submit` refuses it "
+        "before sending it.",
         "",
         "Reading a result (kb status ID --json; GET /api/v1/submissions/{id}/)",
         "  status: queued, running, finished or cancelled. Wait for settled: true, not for "

@@ -118,7 +118,10 @@ def check_body_size(request, limit: int) -> None:
     except ValueError:
         length = 0
     if length > limit:
-        raise BodyTooLarge(f"The request body is {length} bytes; the limit is {limit}.")
+        # Named by the limit a user acts on, the source's: the body's is made from it, and only
+        # sources over it (or many at once) make a body this large.
+        raise BodyTooLarge(f"The request body is {length} bytes, too large for sources of at "
+                           f"most {settings.SUBMISSION_MAX_BYTES} bytes each.")
 
 
 class BodyTooLarge(exceptions.APIException):
@@ -635,7 +638,8 @@ class QuotaApi(ApiMixin, APIView):
         responses={200: s.QuotaSerializer, **ERRORS},
         description="Your quotas and how much of them you use: submissions waiting or running "
         "at once, and evaluation seconds per UTC day. Over a quota, a submission is answered "
-        "429 with the code quota_queued or quota_gpu_seconds.",
+        "429 with the code quota_queued or quota_gpu_seconds. Also the size limit on a kernel "
+        "file (max_source_bytes; over it, 413 too_large).",
     )
     def get(self, request) -> Response:
         usage = quota_usage(user=request.user)
@@ -649,6 +653,7 @@ class QuotaApi(ApiMixin, APIView):
             "gpu_seconds_reserved": usage.gpu_seconds_reserved,
             "gpu_seconds_left": usage.gpu_seconds_left,
             "resets_at": usage.resets_at,
+            "max_source_bytes": settings.SUBMISSION_MAX_BYTES,
         }
         return Response(s.QuotaSerializer(data).data)
 

@@ -586,6 +586,9 @@ class QuotaSerializer(serializers.Serializer):
     gpu_seconds_left = serializers.FloatField(
         allow_null=True, help_text="The budget less what is used and reserved.")
     resets_at = serializers.DateTimeField(help_text="When today's evaluation seconds reset.")
+    max_source_bytes = serializers.IntegerField(
+        help_text="The largest kernel file a submission takes, in bytes (UTF-8): the one limit "
+        "the web, the API and kb read.")
 
 
 def submission_data(request, submission: Submission, *, show_source: bool, show_reference: bool,

@@ -26,9 +26,9 @@ from kbcli import main as kb_main
 from kbcli.client import Client as KbClient
 from submissions.models import Submission
 from submissions.selectors import RANKING_STATE_OF, RankingDetail
-from tests.api_support import token_for
+from tests.api_support import SchemaCheckedClient, token_for
 from tests.conftest import KERNELS, REPO
-from tests.test_cancel import queued
+from tests.test_cancel import RELU, queued
 from tests.test_cli_cancel import DjangoTransport
 
 SITE = "http://testserver"
@@ -191,6 +191,14 @@ def test_the_exit_statuses_are_documented_in_help_and_the_guide():
         assert f"  {code}  {meaning}" in text
     readme = (REPO / "README.md").read_text()
     assert "exits 0 only for a correct result that ranks" in readme
+    assert "kbcli/exits.py" in readme
+
+
+def test_the_readme_says_where_kb_comes_from_and_how_to_install_it_alone():
+    readme = (REPO / "README.md").read_text()
+    assert "**Where `kb` comes from.**" in readme and "`.venv/bin/kb`" in readme
+    assert "pip install ./kbcli" in readme and "'./kbcli[check]'" in readme
+    assert "kb guide" in readme
 
 
 # ---- kb guide -----------------------------------------------------------------------------------
@@ -279,3 +287,30 @@ def test_a_starter_in_a_backend_the_sites_hardware_does_not_run_is_refused(
     status, data, _ = run(kb, capsys, ["starter", "--problem", world["slug"], "--backend",
                                        "fortran", "--json"])
     assert status == 1 and set(data["error"]["allowed"]) == set(BACKEND_NAMES)
+
+
+def test_the_size_limit_is_the_sites_one_figure_in_kb_and_in_the_api(
+    kb, world, user, settings, tmp_path, capsys
+):
+    settings.SUBMISSION_MAX_BYTES = 1000
+    api = SchemaCheckedClient().with_token(token_for(user))
+    assert api.get("/api/v1/quota/").json()["max_source_bytes"] == 1000
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    # Over the source's limit, and over the request body's (made from it): one figure.
+    for size in (5_000, 100_000):
+        big = folder / f"level1_901_Small_ReLU_{size}.py"
+        big.write_text(RELU + "#" * size)
+        status, data, err = run(kb, capsys, ["submit", str(big), "--problem", world["slug"],
+                                             "--backend", "torch", "--json"])
+        assert status == 1 and data["error"]["code"] == "too_large"
+        assert f"the source is {len(RELU) + size} bytes; the limit is 1000." in err
+    status, data, _ = run(kb, capsys, ["submit", str(folder), "--backend", "torch", "--json"])
+    assert status == 1 and data["submitted"] == [] and len(data["refused"]) == 2
+    assert all(item["error"].endswith("the limit is 1000.") for item in data["refused"])
+    assert Submission.objects.count() == 1  # the world's own: kb sent none of them
+    # Sent all the same (a client that does not ask first), the site names the same figure.
+    for size, detail in ((5_000, "the limit is 1000."), (100_000, "at most 1000 bytes each.")):
+        answer = api.post("/api/v1/submissions/", {"problem": world["slug"], "backend": "torch",
+                                                   "source": RELU + "#" * size}, format="json")
+        assert answer.status_code == 413 and answer.json()["detail"].endswith(detail)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.backends import NAMES
 from gpu_runner.services import evaluate_submission
 from kbcli import batch
 from kbcli.client import ApiError
@@ -159,7 +160,7 @@ def test_kb_starter_prints_writes_and_keeps_an_edited_file_and_its_file_maps_bac
     assert path.read_text() == RELU
 
     unknown = kb("starter", "--problem", relu_problem.slug, "--backend", "fortran", home=home)
-    assert unknown.returncode == 1 and "allowed: cuda, triton, cpp, torch" in unknown.stderr
+    assert unknown.returncode == 1 and f"allowed: {', '.join(NAMES)}" in unknown.stderr
 
     submitted = kb("submit", str(folder), "--backend", "torch", home=home)
     assert submitted.returncode == 0, submitted.stderr
