@@ -3,6 +3,8 @@ faults, and the build cache for CUDA extensions."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from evaluator.runner.sandbox import run_job
@@ -148,7 +150,7 @@ def test_a_convolution_whose_cudnn_algorithm_changes_between_calls_is_correct_an
 # A call of about 50 us on the device (issue 61's GPU figure for the judge's clock): the
 # device spins for a fixed number of cycles (torch.cuda._sleep), then the ReLU of a small
 # input; `HALVES` also replaces the worker's timer on the instance with one that reports
-# every call at half its time (tests/exploits/kernels/halves_a_half_ms_call.py on the CPU).
+# every call at half its time.
 SLEEP_CYCLES = 90_000  # 45 to 55 us at the 1.6 to 2 GHz these cards run at
 FIFTY_US = f'''
 import torch
@@ -159,33 +161,15 @@ class ModelNew(nn.Module):
         torch.cuda._sleep({SLEEP_CYCLES})
         return torch.relu(x)
 '''
-HALVES = FIFTY_US.replace("class ModelNew", '''
-import gc
-
-class Halving:
-    def __init__(self, timer):
-        self.timer = timer
-
-    def __getattr__(self, name):
-        return getattr(self.timer, name)
-
-    def __call__(self, fn, inputs, flushes=0):
-        out, facts = self.timer(fn, inputs, flushes)
-        return out, {k: v / 2 if isinstance(v, float) else v for k, v in facts.items()}
-
-def patch_timer():
-    for obj in gc.get_objects():
-        timer = getattr(obj, "timer", None) if type(obj).__name__.endswith("Worker") else None
-        if timer is not None and not isinstance(timer, Halving):
-            obj.timer = Halving(timer)
-
-class ModelNew''').replace("    def forward(self, x):\n", '''    patched = False
-
-    def forward(self, x):
-        if not ModelNew.patched:
-            patch_timer()
-            ModelNew.patched = True
-''')
+# The CPU suite's kernel (one corpus), its half-millisecond spin replaced by the device's.
+_SPIN = """        end = time.perf_counter() + 0.0005
+        while time.perf_counter() < end:
+            pass
+"""
+HALVES = (Path(__file__).parents[1] / "exploits" / "kernels" / "halves_a_half_ms_call.py"
+          ).read_text()
+assert _SPIN in HALVES
+HALVES = HALVES.replace(_SPIN, f"        torch.cuda._sleep({SLEEP_CYCLES})\n")
 FIFTY_US_TIMING = {"warmup": 5, "min_reps": 40, "max_reps": 200, "target_rel_err": 0.002,
                    "max_seconds": 2.0, "sets": 3}
 
